@@ -1,0 +1,35 @@
+// The RAM tier: chunks held by reference under a byte budget. A hit hands out the same chunk
+// the tier holds (no copy, no allocation).
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+
+#include "prepfs/cache/chunk.h"
+#include "prepfs/cache/tier_index.h"
+#include "prepfs/common/stats.h"
+
+namespace prepfs {
+
+class RamTier {
+ public:
+  RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters);
+
+  ChunkRef get(const CacheKey& key);                         // null on a miss
+  bool put(const CacheKey& key, ChunkRef chunk, Form form);  // false when not admitted
+  bool erase(const CacheKey& key);
+  void clear();
+
+  uint64_t bytes() const;
+  uint64_t bytes(Form f) const;
+  size_t entries() const;
+  uint64_t budget() const;
+
+ private:
+  mutable std::mutex mu_;
+  TierIndex index_;
+  std::unordered_map<CacheKey, ChunkRef, CacheKeyHash> chunks_;
+  TierCounters& counters_;
+};
+
+}  // namespace prepfs

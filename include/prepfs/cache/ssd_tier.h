@@ -1,0 +1,88 @@
+// The SSD tier: one file per chunk under DIR/chunks/XX/, each self-describing (format version,
+// key, length, xxHash3 of the payload), so a torn write or a flipped bit is detected on read and
+// becomes a miss; never wrong bytes. Writes are queued to a background writer so a miss is
+// answered as soon as the source delivered; the queue is bounded and sheds load when the disk
+// is slower than the source. Reads and writes go through io_uring. Survives restarts: the index
+// is rebuilt from the directory at start.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "prepfs/cache/chunk.h"
+#include "prepfs/cache/tier_index.h"
+#include "prepfs/common/stats.h"
+
+namespace prepfs {
+
+struct SsdEntryHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint64_t key_hi;
+  uint64_t key_lo;
+  uint64_t length;
+  uint64_t checksum;         // XXH3_64 of the payload, seeded with key_lo
+  uint8_t form;
+  uint8_t reserved[7];
+  uint64_t header_checksum;  // XXH3_64 of the bytes above
+};
+static_assert(sizeof(SsdEntryHeader) == 64);
+
+class SsdTier {
+ public:
+  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint64_t kMaxPendingBytes = 64ull << 20;
+
+  // dir is created if needed. Throws Error when it cannot be created or written.
+  SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy,
+          TierCounters& counters);
+  ~SsdTier();  // drains the write queue, so a clean stop leaves every admitted chunk on disk
+
+  ChunkRef get(const CacheKey& key);  // null on a miss, and on a corrupt entry (then removed)
+  // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
+  bool put_async(const CacheKey& key, ChunkRef chunk, Form form);
+  void flush();  // waits until the queue is empty
+  void clear();  // removes every entry
+
+  uint64_t bytes() const;
+  uint64_t bytes(Form f) const;
+  size_t entries() const;
+  uint64_t budget() const;
+  std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools
+
+ private:
+  struct Job {
+    CacheKey key;
+    ChunkRef chunk;
+    Form form;
+  };
+  void load_existing();
+  void writer_loop();
+  void write_entry(const Job& job);
+  void unlink_keys(const std::vector<CacheKey>& keys);
+  std::string find_path(const CacheKey& key) const;  // whichever form suffix exists
+
+  std::string dir_;
+  TierCounters& counters_;
+
+  mutable std::mutex mu_;  // guards index_, pending_, forms_
+  TierIndex index_;
+  std::unordered_set<CacheKey, CacheKeyHash> pending_;  // admitted, not yet renamed into place
+  std::unordered_map<CacheKey, Form, CacheKeyHash> forms_;
+  bool full_logged_ = false;
+
+  std::mutex q_mu_;
+  std::condition_variable q_cv_, idle_cv_;
+  std::deque<Job> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread writer_;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,53 @@
+// Byte-budget accounting shared by the RAM and SSD tiers: which keys a tier holds, how large
+// they are, and which to evict to make room. Not thread-safe; each tier holds its own lock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "prepfs/cache/key.h"
+#include "prepfs/cache/policy.h"
+
+namespace prepfs {
+
+class TierIndex {
+ public:
+  TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy);
+
+  // Records key with size bytes after evicting what the policy chooses to make room. Returns
+  // false, and changes nothing, when the entry cannot fit (larger than the budget, or the policy
+  // does not evict). Evicted keys are appended to *evicted for the caller to release.
+  bool admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted);
+  bool touch(const CacheKey& key);  // true when present; counts as a use for the policy
+  bool contains(const CacheKey& key) const { return entries_.count(key) != 0; }
+  bool remove(const CacheKey& key);  // true when it was present
+  // Lowers (or raises) the budget, evicting down to it. Used when the SSD turns out to be full.
+  void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
+
+  uint64_t budget() const { return budget_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t bytes(Form f) const { return form_bytes_[static_cast<size_t>(f)]; }
+  size_t entries() const { return entries_.size(); }
+  size_t entries(Form f) const { return form_entries_[static_cast<size_t>(f)]; }
+  std::vector<CacheKey> keys() const;
+  const char* policy_name() const { return policy_->name(); }
+
+ private:
+  struct Meta {
+    uint64_t size;
+    Form form;
+  };
+  void erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::iterator it);
+
+  uint64_t budget_;
+  uint64_t bytes_ = 0;
+  std::array<uint64_t, kFormCount> form_bytes_{};
+  std::array<size_t, kFormCount> form_entries_{};
+  std::unordered_map<CacheKey, Meta, CacheKeyHash> entries_;
+  std::unique_ptr<EvictionPolicy> policy_;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,62 @@
+// The cache as the core sees it: look a chunk up in RAM, then on SSD (promoting it to RAM), and
+// on a miss run the caller's fill exactly once however many readers ask at the same time, then
+// admit the result to both tiers.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "prepfs/cache/chunk.h"
+#include "prepfs/cache/key.h"
+#include "prepfs/cache/ram_tier.h"
+#include "prepfs/cache/ssd_tier.h"
+#include "prepfs/common/stats.h"
+
+namespace prepfs {
+
+struct CacheConfig {
+  uint64_t ram_bytes = 0;
+  uint64_t ssd_bytes = 0;
+  std::string ssd_dir;      // the tier's own directory (already specific to one source)
+  std::string eviction = "lru";
+};
+
+struct CacheCounters {
+  TierCounters ram;
+  TierCounters ssd;
+  std::atomic<uint64_t> fills{0};         // misses of both tiers that ran the fill
+  std::atomic<uint64_t> fill_errors{0};
+  std::atomic<uint64_t> joined{0};        // readers that waited on another's fill
+};
+
+class TierManager {
+ public:
+  explicit TierManager(const CacheConfig& cfg);  // throws Error when ssd_dir is unusable
+  ~TierManager();
+
+  using Fill = std::function<ChunkRef()>;
+  // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
+  // the same key wait for that one run) and admits what it returns. fill's exceptions propagate
+  // to every waiter; nothing is admitted then.
+  ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill);
+
+  void evict_all();  // both tiers
+  void flush();      // waits for queued SSD writes
+
+  const CacheCounters& counters() const { return counters_; }
+  RamTier& ram() { return *ram_; }
+  SsdTier* ssd() { return ssd_.get(); }  // null when ssd=0
+
+ private:
+  CacheCounters counters_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SsdTier> ssd_;
+  std::mutex inflight_mu_;
+  std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,52 @@
+// Daemon options. One table of keys serves `-o key=val,...`, the config file and the docs test,
+// so a key cannot exist in one place and be missing in another.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace prepfs {
+
+struct Options {
+  std::string source;      // a directory (s3:// later)
+  std::string mountpoint;
+
+  uint64_t ram_bytes = 1ull << 30;         // ram=       RAM tier budget
+  uint64_t ssd_bytes = 10ull << 30;        // ssd=       SSD tier budget (0 disables the tier)
+  std::string ssd_dir;                     // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
+  std::string eviction = "lru";            // eviction=  lru | random | none
+  double metadata_ttl = -1;                // metadata_ttl= seconds; <0: never revalidate
+  unsigned threads = 64;                   // threads=   max FUSE worker threads per session
+  std::string log_level = "info";          // log_level= trace|debug|info|warn|error|off
+  bool foreground = false;                 // -f
+  bool debug_fuse = false;                 // -d / -o debug: libfuse request trace
+  bool allow_other = false;                // allow_other (FUSE)
+
+  // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
+  std::vector<std::string> ignored;
+};
+
+struct OptionDoc {
+  const char* key;
+  const char* value;    // e.g. "SIZE"
+  const char* help;
+};
+// Every key accepted by apply_option(), for --help and the man-page test.
+const std::vector<OptionDoc>& option_docs();
+
+// Applies one key[=value]. Throws Error(EINVAL) naming the key for an unknown key or a bad value.
+void apply_option(Options& opts, std::string_view key, std::string_view value, bool has_value);
+
+// Applies a FUSE-style list "ram=4G,ssd=50G,ro,_netdev". Commas inside values may be escaped "\,".
+void apply_option_list(Options& opts, std::string_view list);
+
+// Applies a config file: "key = value" lines, '#' comments, blank lines; source= and mountpoint=
+// are accepted here too. Errors name the file and line.
+void apply_config_file(Options& opts, const std::string& path);
+
+// Fills derived defaults (ssd_dir) and checks cross-field constraints.
+void finalize_options(Options& opts);
+
+}  // namespace prepfs

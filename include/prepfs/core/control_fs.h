@@ -1,0 +1,44 @@
+// The .prepfs/ control tree, served by its own FUSE session: its files change from one open to
+// the next, which the main session (no OPEN, page cache kept) cannot express. Each open takes a
+// snapshot that the handle reads consistently; reads bypass the page cache.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "prepfs/core/filesystem.h"
+
+namespace prepfs {
+
+class ControlFs final : public Filesystem {
+ public:
+  using Render = std::function<std::string()>;
+  struct File {
+    std::string name;
+    Render render;
+  };
+  explicit ControlFs(std::vector<File> files);
+
+  Attr getattr(uint64_t ino) override;
+  Attr lookup(uint64_t parent, std::string_view name) override;
+  void readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) override;
+  std::string readlink(uint64_t) override;
+  OpenReply open(uint64_t ino, int flags) override;
+  std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) override;
+  void release(uint64_t ino, uint64_t fh) override;
+  FsStat statfs() override { return {}; }
+
+ private:
+  const File& file(uint64_t ino) const;  // throws ENOENT
+  std::vector<File> files_;              // file i has inode i + 2; the directory is inode 1
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<const std::string>> open_;
+  std::atomic<uint64_t> next_fh_{1};
+};
+
+}  // namespace prepfs

@@ -1,0 +1,62 @@
+// The source's namespace, scanned once and kept compact: one 40-byte node per entry plus its
+// name in a shared arena. Children of a directory are contiguous and sorted by name, so lookup
+// is a binary search and readdir a slice. Node ids are stable for the life of a mount.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prepfs/source/source.h"
+
+namespace prepfs {
+
+struct Node {
+  uint32_t parent;       // the root is its own parent
+  uint32_t name_off;     // into the name arena
+  uint32_t mode;         // st_mode
+  uint16_t name_len;
+  uint16_t reserved;
+  uint64_t size;         // files: bytes; symlinks: target length; updated by revalidation
+  int64_t mtime_ns;      // updated by revalidation
+  uint32_t first_child;  // dirs: first child id; symlinks: target offset in the arena
+  uint32_t nchildren;    // dirs: child count
+};
+static_assert(sizeof(Node) == 40);
+
+class Tree {
+ public:
+  static constexpr uint32_t kRoot = 0;
+
+  // Scans the whole source (one listing of every directory).
+  static Tree scan(Source& source);
+
+  size_t size() const { return nodes_.size(); }
+  const Node& node(uint32_t id) const { return nodes_[id]; }
+  std::string_view name(uint32_t id) const;
+  std::string path(uint32_t id) const;  // relative, "" for the root
+  std::string_view symlink_target(uint32_t id) const;
+  std::optional<uint32_t> lookup(uint32_t dir, std::string_view name) const;
+  bool is_dir(uint32_t id) const;
+
+  // The size and mtime of a file, read atomically per field (revalidation may change them).
+  FileVersion version(uint32_t id) const;
+  void set_version(uint32_t id, const FileVersion& v);
+
+  uint64_t memory_bytes() const;  // what the index costs in RAM
+  uint64_t file_count() const;
+
+  // For the persisted index (tree_store.cc).
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::string& arena() const { return arena_; }
+  static Tree from_parts(std::vector<Node> nodes, std::string arena);
+
+ private:
+  std::vector<Node> nodes_;
+  std::string arena_;
+};
+
+}  // namespace prepfs

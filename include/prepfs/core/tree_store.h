@@ -1,0 +1,31 @@
+// The persisted metadata index: a remount of an unchanged source loads the tree from the cache
+// directory instead of listing every directory again. "Unchanged" is decided per directory by a
+// fingerprint (mtime, ctime, inode): one stat per directory instead of a listing plus a stat per
+// file. A file rewritten in place keeps its directory's fingerprint; metadata_ttl (revalidation)
+// and the version check on every source read cover that case.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "prepfs/core/tree.h"
+#include "prepfs/source/source.h"
+
+namespace prepfs {
+
+struct TreeLoad {
+  Tree tree;
+  bool from_index = false;  // true when the persisted index was reused
+};
+
+// Loads path if it exists, is intact, belongs to this source and every directory's fingerprint
+// still matches; otherwise scans the source and writes a fresh index to path (best effort).
+TreeLoad load_or_scan_tree(Source& source, const std::string& path);
+
+// Writes the index atomically (temp file + rename). Throws Error on failure.
+void save_tree(const Tree& tree, Source& source, const std::string& path);
+
+// Returns nullopt (and says why in the log at debug level) when the file cannot be reused.
+std::optional<Tree> load_tree(Source& source, const std::string& path);
+
+}  // namespace prepfs

@@ -1,0 +1,43 @@
+// A directory source (local disk, NFS, any mounted file system). Reads go through io_uring.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "prepfs/source/source.h"
+
+namespace prepfs {
+
+class PosixSource final : public Source {
+ public:
+  // Throws Error with a clear message when root is missing or not a directory.
+  explicit PosixSource(const std::string& root);
+  ~PosixSource() override;
+
+  std::string identity() const override;
+  void scan(const Visitor& visit) override;
+  SourceStat stat(const std::string& rel) override;
+  std::optional<DirFingerprint> dir_fingerprint(const std::string& rel) override;
+  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
+              size_t len) override;
+
+ private:
+  struct OpenFile;
+  std::shared_ptr<OpenFile> open_file(const std::string& rel, const FileVersion& expect);
+  void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
+
+  std::string root_;
+  int root_fd_ = -1;
+
+  // Large files are read chunk by chunk; keeping a few descriptors open saves an open() (a round
+  // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read.
+  static constexpr size_t kMaxOpenFiles = 64;
+  std::mutex fd_mu_;
+  std::list<std::string> fd_lru_;
+  std::unordered_map<std::string, std::pair<std::shared_ptr<OpenFile>, std::list<std::string>::iterator>> fds_;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages prepfs needs. Idempotent: apt is only called for what is missing.
+#   scripts/install-deps.sh build   # compile the daemon
+#   scripts/install-deps.sh test    # build + everything the test suite runs against
+#   scripts/install-deps.sh bench   # test + the peers and photographs the benchmarks use
+set -euo pipefail
+what=${1:-build}
+
+build_pkgs=(build-essential meson ninja-build pkg-config
+  libfuse3-dev fuse3 liburing-dev libxxhash-dev libspdlog-dev libcli11-dev libgtest-dev
+  libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev)
+test_pkgs=(python3 python3-pytest python3-pil python3-numpy attr)
+bench_pkgs=(python3-matplotlib)
+
+pkgs=("${build_pkgs[@]}")
+case "$what" in
+  build) ;;
+  test) pkgs+=("${test_pkgs[@]}") ;;
+  bench) pkgs+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "prepfs: missing packages: ${missing[*]} (run this script as root to install them)" >&2
+  exit 1
+fi
+echo "prepfs: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,60 @@
+#include "prepfs/cache/ram_tier.h"
+
+namespace prepfs {
+
+RamTier::RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters)
+    : index_(budget, std::move(policy)), counters_(counters) {}
+
+ChunkRef RamTier::get(const CacheKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = chunks_.find(key);
+  if (it == chunks_.end()) {
+    bump(counters_.misses);
+    return nullptr;
+  }
+  index_.touch(key);
+  bump(counters_.hits);
+  bump(counters_.hit_bytes, it->second->size());
+  return it->second;
+}
+
+bool RamTier::put(const CacheKey& key, ChunkRef chunk, Form form) {
+  std::vector<CacheKey> evicted;
+  std::vector<ChunkRef> released;  // freed after the lock is dropped: large frees are slow
+  {
+    std::lock_guard lock(mu_);
+    if (!index_.admit(key, chunk->size(), form, &evicted)) {
+      bump(counters_.rejected);
+      return false;
+    }
+    for (const CacheKey& k : evicted) {
+      auto it = chunks_.find(k);
+      released.push_back(std::move(it->second));
+      chunks_.erase(it);
+    }
+    chunks_[key] = std::move(chunk);
+  }
+  bump(counters_.inserts);
+  bump(counters_.evictions, evicted.size());
+  return true;
+}
+
+bool RamTier::erase(const CacheKey& key) {
+  std::lock_guard lock(mu_);
+  chunks_.erase(key);
+  return index_.remove(key);
+}
+
+void RamTier::clear() {
+  std::unordered_map<CacheKey, ChunkRef, CacheKeyHash> old;
+  std::lock_guard lock(mu_);
+  for (const CacheKey& k : index_.keys()) index_.remove(k);
+  old.swap(chunks_);
+}
+
+uint64_t RamTier::bytes() const { std::lock_guard lock(mu_); return index_.bytes(); }
+uint64_t RamTier::bytes(Form f) const { std::lock_guard lock(mu_); return index_.bytes(f); }
+size_t RamTier::entries() const { std::lock_guard lock(mu_); return index_.entries(); }
+uint64_t RamTier::budget() const { std::lock_guard lock(mu_); return index_.budget(); }
+
+}  // namespace prepfs

@@ -1,0 +1,72 @@
+#include "prepfs/cache/tier_index.h"
+
+namespace prepfs {
+
+TierIndex::TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy)
+    : budget_(budget), policy_(std::move(policy)) {}
+
+void TierIndex::erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::iterator it) {
+  size_t f = static_cast<size_t>(it->second.form);
+  bytes_ -= it->second.size;
+  form_bytes_[f] -= it->second.size;
+  form_entries_[f]--;
+  policy_->on_erase(it->first);
+  entries_.erase(it);
+}
+
+bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted) {
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (it->second.size == size) {
+      policy_->on_access(key);
+      return true;
+    }
+    erase_entry(it);  // same key, other size: cannot happen with versioned keys, but stay exact
+  }
+  if (size > budget_) return false;
+  // Only a policy that never evicts can run out of victims while over budget (LRU and random
+  // always have one while bytes_ > 0), so a refusal never leaves a half-evicted tier behind.
+  while (bytes_ + size > budget_) {
+    std::optional<CacheKey> v = policy_->victim();
+    if (!v) return false;
+    erase_entry(entries_.find(*v));
+    if (evicted) evicted->push_back(*v);
+  }
+  entries_[key] = Meta{size, form};
+  bytes_ += size;
+  form_bytes_[static_cast<size_t>(form)] += size;
+  form_entries_[static_cast<size_t>(form)]++;
+  policy_->on_insert(key);
+  return true;
+}
+
+bool TierIndex::touch(const CacheKey& key) {
+  if (!entries_.count(key)) return false;
+  policy_->on_access(key);
+  return true;
+}
+
+bool TierIndex::remove(const CacheKey& key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  erase_entry(it);
+  return true;
+}
+
+void TierIndex::set_budget(uint64_t budget, std::vector<CacheKey>* evicted) {
+  budget_ = budget;
+  while (bytes_ > budget_) {
+    std::optional<CacheKey> v = policy_->victim();
+    if (!v) v = entries_.begin()->first;  // no-eviction policy: shrinking must still hold the budget
+    if (evicted) evicted->push_back(*v);
+    erase_entry(entries_.find(*v));
+  }
+}
+
+std::vector<CacheKey> TierIndex::keys() const {
+  std::vector<CacheKey> out;
+  out.reserve(entries_.size());
+  for (const auto& [k, m] : entries_) out.push_back(k);
+  return out;
+}
+
+}  // namespace prepfs

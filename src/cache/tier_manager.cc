@@ -1,0 +1,64 @@
+#include "prepfs/cache/tier_manager.h"
+
+namespace prepfs {
+
+TierManager::TierManager(const CacheConfig& cfg) {
+  ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1), counters_.ram);
+  if (cfg.ssd_bytes > 0)
+    ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2), counters_.ssd);
+}
+
+TierManager::~TierManager() = default;
+
+ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill) {
+  if (ChunkRef hit = ram_->get(key)) return hit;
+
+  std::promise<ChunkRef> promise;
+  {
+    std::unique_lock lock(inflight_mu_);
+    auto it = inflight_.find(key);
+    if (it != inflight_.end()) {
+      std::shared_future<ChunkRef> pending = it->second;
+      lock.unlock();
+      bump(counters_.joined);
+      return pending.get();  // rethrows the filler's error
+    }
+    inflight_.emplace(key, promise.get_future().share());
+  }
+  // Whatever happens below, the in-flight entry goes and the waiters are answered.
+  struct Done {
+    TierManager* self;
+    const CacheKey& key;
+    ~Done() {
+      std::lock_guard lock(self->inflight_mu_);
+      self->inflight_.erase(key);
+    }
+  } done{this, key};
+
+  try {
+    ChunkRef chunk = ssd_ ? ssd_->get(key) : nullptr;
+    if (!chunk) {
+      bump(counters_.fills);
+      chunk = fill();
+      if (ssd_) ssd_->put_async(key, chunk, form);
+    }
+    ram_->put(key, chunk, form);
+    promise.set_value(chunk);
+    return chunk;
+  } catch (...) {
+    bump(counters_.fill_errors);
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+void TierManager::evict_all() {
+  ram_->clear();
+  if (ssd_) ssd_->clear();
+}
+
+void TierManager::flush() {
+  if (ssd_) ssd_->flush();
+}
+
+}  // namespace prepfs

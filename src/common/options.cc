@@ -1,0 +1,158 @@
+#include "prepfs/common/options.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/size.h"
+
+namespace prepfs {
+namespace {
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+Error bad_value(std::string_view key, std::string_view value, const std::string& why) {
+  return Error(EINVAL, "option " + std::string(key) + "=" + std::string(value) + ": " + why);
+}
+
+double parse_seconds(std::string_view key, std::string_view value) {
+  std::string v(value);
+  if (v == "never" || v == "inf") return -1;
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end == v.c_str() || *end != '\0' || d < 0)
+    throw bad_value(key, value, "expected seconds >= 0 or 'never'");
+  return d;
+}
+
+unsigned parse_count(std::string_view key, std::string_view value, unsigned lo, unsigned hi) {
+  std::string v(value);
+  char* end = nullptr;
+  unsigned long n = std::strtoul(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi)
+    throw bad_value(key, value, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<unsigned>(n);
+}
+
+// Options the mount(8)/fstab machinery passes that carry no meaning for prepfs.
+bool is_generic_mount_option(std::string_view key) {
+  static const char* generic[] = {"ro", "rw", "_netdev", "nofail", "noauto", "auto", "user", "users",
+                                  "nouser", "dev", "nodev", "suid", "nosuid", "exec", "noexec",
+                                  "atime", "noatime", "relatime", "defaults", "default_permissions",
+                                  "fsname", "subtype"};
+  for (const char* g : generic)
+    if (key == g) return true;
+  return key.starts_with("x-") || key.starts_with("comment=");
+}
+
+}  // namespace
+
+const std::vector<OptionDoc>& option_docs() {
+  static const std::vector<OptionDoc> docs = {
+      {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
+      {"ssd", "SIZE", "SSD tier budget (default 10G; 0 disables the SSD tier)"},
+      {"ssd_dir", "DIR", "where the SSD tier and the metadata index live (default /var/cache/prepfs)"},
+      {"eviction", "POLICY", "eviction policy of both tiers: lru (default), random, none"},
+      {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
+      {"threads", "N", "maximum FUSE worker threads (default 64)"},
+      {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
+      {"allow_other", "", "let users other than the mounting one access the mount"},
+      {"debug", "", "log every FUSE request (implies -f)"},
+  };
+  return docs;
+}
+
+void apply_option(Options& o, std::string_view key, std::string_view value, bool has_value) {
+  auto need_value = [&] {
+    if (!has_value || value.empty()) throw Error(EINVAL, "option " + std::string(key) + " needs a value");
+  };
+  if (key == "ram") { need_value(); o.ram_bytes = parse_size(value); }
+  else if (key == "ssd") { need_value(); o.ssd_bytes = parse_size(value); }
+  else if (key == "ssd_dir") { need_value(); o.ssd_dir = std::string(value); }
+  else if (key == "eviction") {
+    need_value();
+    if (value != "lru" && value != "random" && value != "none")
+      throw bad_value(key, value, "expected lru, random or none");
+    o.eviction = std::string(value);
+  }
+  else if (key == "metadata_ttl") { need_value(); o.metadata_ttl = parse_seconds(key, value); }
+  else if (key == "threads") { need_value(); o.threads = parse_count(key, value, 1, 1024); }
+  else if (key == "log_level") {
+    need_value();
+    static const char* levels[] = {"trace", "debug", "info", "warn", "error", "off"};
+    if (std::none_of(std::begin(levels), std::end(levels), [&](const char* l) { return value == l; }))
+      throw bad_value(key, value, "expected trace, debug, info, warn, error or off");
+    o.log_level = std::string(value);
+  }
+  else if (key == "allow_other") o.allow_other = true;
+  else if (key == "debug") { o.debug_fuse = true; o.foreground = true; }
+  else if (is_generic_mount_option(key)) o.ignored.push_back(std::string(key));
+  else throw Error(EINVAL, "unknown option '" + std::string(key) + "' (see prepfs --help)");
+}
+
+void apply_option_list(Options& o, std::string_view list) {
+  std::string item;
+  auto flush = [&] {
+    std::string t = trim(item);
+    item.clear();
+    if (t.empty()) return;
+    size_t eq = t.find('=');
+    if (eq == std::string::npos) apply_option(o, t, "", false);
+    else apply_option(o, trim(t.substr(0, eq)), trim(t.substr(eq + 1)), true);
+  };
+  for (size_t i = 0; i < list.size(); i++) {
+    if (list[i] == '\\' && i + 1 < list.size() && list[i + 1] == ',') { item += ','; i++; }
+    else if (list[i] == ',') flush();
+    else item += list[i];
+  }
+  flush();
+}
+
+void apply_config_file(Options& o, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_errno(errno ? errno : ENOENT, "config file " + path);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    lineno++;
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::string t = trim(line);
+    if (t.empty()) continue;
+    size_t eq = t.find('=');
+    std::string key = trim(t.substr(0, eq));
+    std::string value = eq == std::string::npos ? "" : trim(t.substr(eq + 1));
+    try {
+      if (key == "source") o.source = value;
+      else if (key == "mountpoint") o.mountpoint = value;
+      else apply_option(o, key, value, eq != std::string::npos);
+    } catch (const Error& e) {
+      throw Error(e.err(), path + ":" + std::to_string(lineno) + ": " + e.what());
+    }
+  }
+}
+
+void finalize_options(Options& o) {
+  if (o.ssd_dir.empty()) {
+    if (geteuid() == 0) {
+      o.ssd_dir = "/var/cache/prepfs";
+    } else {
+      const char* xdg = std::getenv("XDG_CACHE_HOME");
+      const char* home = std::getenv("HOME");
+      o.ssd_dir = xdg && *xdg ? std::string(xdg) + "/prepfs"
+                              : std::string(home && *home ? home : "/tmp") + "/.cache/prepfs";
+    }
+  }
+}
+
+}  // namespace prepfs

@@ -1,0 +1,98 @@
+#include "prepfs/core/control_fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "prepfs/common/error.h"
+
+namespace prepfs {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ControlFs::ControlFs(std::vector<File> files) : files_(std::move(files)) {}
+
+const ControlFs::File& ControlFs::file(uint64_t ino) const {
+  if (ino < 2 || ino - 2 >= files_.size()) throw Error(ENOENT, "no such control file");
+  return files_[ino - 2];
+}
+
+Attr ControlFs::getattr(uint64_t ino) {
+  Attr a;
+  a.ino = ino;
+  a.mtime_ns = now_ns();
+  a.timeout = 0;  // contents and sizes change all the time
+  if (ino == 1) {
+    a.mode = S_IFDIR | 0555;
+    a.nlink = 2;
+    return a;
+  }
+  a.mode = S_IFREG | 0444;
+  a.size = file(ino).render().size();  // exact for a reader that stats, then opens at once
+  return a;
+}
+
+Attr ControlFs::lookup(uint64_t parent, std::string_view name) {
+  if (parent != 1) throw Error(ENOENT, "no such entry");
+  for (size_t i = 0; i < files_.size(); i++)
+    if (files_[i].name == name) return getattr(i + 2);
+  throw Error(ENOENT, "no such entry");
+}
+
+void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
+  if (ino != 1) throw Error(ENOTDIR, "not a directory");
+  Attr dir = getattr(1);
+  for (uint64_t off = offset; off < files_.size() + 2; off++) {
+    bool more;
+    if (off < 2) {
+      more = emit(off == 0 ? "." : "..", dir, off + 1);
+    } else {
+      Attr a;
+      a.ino = off;
+      a.mode = S_IFREG | 0444;
+      more = emit(files_[off - 2].name, a, off + 1);
+    }
+    if (!more) return;
+  }
+}
+
+std::string ControlFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }
+
+OpenReply ControlFs::open(uint64_t ino, int flags) {
+  if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EACCES, "control file is read-only");
+  auto snapshot = std::make_shared<const std::string>(file(ino).render());
+  OpenReply r;
+  r.fh = next_fh_++;
+  r.direct_io = true;
+  std::lock_guard lock(mu_);
+  open_[r.fh] = std::move(snapshot);
+  return r;
+}
+
+std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
+  std::shared_ptr<const std::string> snap;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(fh);
+    if (it == open_.end()) throw Error(EBADF, "unknown handle");
+    snap = it->second;
+  }
+  if (off >= snap->size()) return {};
+  size_t n = std::min<size_t>(size, snap->size() - off);
+  return {Slice{snap, snap->data() + off, n}};
+}
+
+void ControlFs::release(uint64_t, uint64_t fh) {
+  std::lock_guard lock(mu_);
+  open_.erase(fh);
+}
+
+}  // namespace prepfs

@@ -1,0 +1,194 @@
+#include "prepfs/core/data_fs.h"
+
+#include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "prepfs/cache/key.h"
+#include "prepfs/common/error.h"
+
+namespace prepfs {
+namespace {
+
+constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let the kernel keep it
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+DataFs::DataFs(Source& source, Tree tree, TierManager& cache, const DataFsConfig& cfg)
+    : source_(source), tree_(std::move(tree)), cache_(cache), cfg_(cfg), mount_time_ns_(now_ns()) {
+  if (cfg_.metadata_ttl >= 0) {
+    validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
+    for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+double DataFs::timeout() const { return cfg_.metadata_ttl < 0 ? kImmutableTimeout : cfg_.metadata_ttl; }
+
+uint32_t DataFs::raw_node(uint64_t ino) const {
+  if ((ino >> 32) != 1 || (ino & 0xffffffffu) >= tree_.size()) throw Error(ENOENT, "no such inode");
+  return static_cast<uint32_t>(ino & 0xffffffffu);
+}
+
+Attr DataFs::dir_attr(uint64_t ino) const {
+  Attr a;
+  a.ino = ino;
+  a.mode = S_IFDIR | 0555;
+  a.nlink = 2;
+  a.mtime_ns = mount_time_ns_;
+  a.timeout = kImmutableTimeout;
+  return a;
+}
+
+Attr DataFs::node_attr(uint32_t id) {
+  maybe_revalidate(id, false);
+  const Node& n = tree_.node(id);
+  FileVersion v = tree_.version(id);
+  Attr a;
+  a.ino = raw_ino(id);
+  a.mode = n.mode;
+  a.size = S_ISDIR(n.mode) ? 0 : v.size;
+  a.mtime_ns = v.mtime_ns;
+  a.nlink = S_ISDIR(n.mode) ? 2 : 1;
+  a.timeout = timeout();
+  return a;
+}
+
+void DataFs::maybe_revalidate(uint32_t id, bool force) {
+  if (!validated_at_ || !S_ISREG(tree_.node(id).mode)) return;
+  // Milliseconds since start, +1 so that 0 means "never validated".
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start_).count() + 1;
+  int64_t last = validated_at_[id].load(std::memory_order_relaxed);
+  if (!force && last != 0 && double(now_ms - last) < cfg_.metadata_ttl * 1000.0) return;
+  validated_at_[id].store(now_ms, std::memory_order_relaxed);
+  bump(counters_.revalidations);
+  std::string path = tree_.path(id);
+  try {
+    SourceStat st = source_.stat(path);
+    FileVersion old = tree_.version(id);
+    if (st.size == old.size && st.mtime_ns == old.mtime_ns) return;
+    tree_.set_version(id, FileVersion{st.size, st.mtime_ns});
+    bump(counters_.changed_files);
+    spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
+    if (invalidate_) invalidate_(raw_ino(id));
+  } catch (const Error& e) {
+    spdlog::warn("revalidating {}: {}", path, e.what());
+  }
+}
+
+Attr DataFs::getattr(uint64_t ino) {
+  if (ino == kRootIno || ino == kControlDirIno) return dir_attr(ino);
+  return node_attr(raw_node(ino));
+}
+
+Attr DataFs::lookup(uint64_t parent, std::string_view name) {
+  if (parent == kRootIno) {
+    if (name == kRawDirName) return node_attr(Tree::kRoot);
+    if (name == kControlDirName) return dir_attr(kControlDirIno);
+    throw Error(ENOENT, "no such entry");
+  }
+  if (parent == kControlDirIno) throw Error(ENOENT, "no such entry");
+  auto child = tree_.lookup(raw_node(parent), name);
+  if (!child) throw Error(ENOENT, "no such entry");
+  return node_attr(*child);
+}
+
+void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
+  // Offsets: 0 is ".", 1 is "..", 2 + i is the i-th child.
+  uint64_t parent_ino;
+  std::vector<std::pair<std::string_view, Attr>> fixed;
+  uint32_t first = 0, count = 0;
+  if (ino == kRootIno) {
+    parent_ino = kRootIno;
+    fixed = {{kRawDirName, node_attr(Tree::kRoot)}, {kControlDirName, dir_attr(kControlDirIno)}};
+  } else if (ino == kControlDirIno) {
+    parent_ino = kRootIno;
+  } else {
+    uint32_t id = raw_node(ino);
+    if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
+    parent_ino = id == Tree::kRoot ? kRootIno : raw_ino(tree_.node(id).parent);
+    first = tree_.node(id).first_child;
+    count = tree_.node(id).nchildren;
+  }
+  uint64_t total = 2 + fixed.size() + count;
+  for (uint64_t off = offset; off < total; off++) {
+    bool more;
+    if (off == 0) more = emit(".", getattr(ino), 1);
+    else if (off == 1) more = emit("..", getattr(parent_ino), 2);
+    else if (off - 2 < fixed.size()) more = emit(fixed[off - 2].first, fixed[off - 2].second, off + 1);
+    else {
+      uint32_t child = first + static_cast<uint32_t>(off - 2 - fixed.size());
+      more = emit(tree_.name(child), node_attr(child), off + 1);
+    }
+    if (!more) return;
+  }
+}
+
+std::string DataFs::readlink(uint64_t ino) {
+  uint32_t id = raw_node(ino);
+  if (!S_ISLNK(tree_.node(id).mode)) throw Error(EINVAL, "not a symlink");
+  return std::string(tree_.symlink_target(id));
+}
+
+OpenReply DataFs::open(uint64_t ino, int flags) {
+  if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
+  uint32_t id = raw_node(ino);
+  if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  OpenReply r;
+  r.keep_cache = true;    // raw bytes of one version never change
+  r.needs_open = false;   // no per-open state: the kernel may stop sending OPEN at all
+  return r;
+}
+
+std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
+  uint32_t id = raw_node(ino);
+  if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  FileVersion v = tree_.version(id);
+  std::vector<Slice> out;
+  if (off >= v.size || size == 0) return out;
+  size = static_cast<size_t>(std::min<uint64_t>(size, v.size - off));
+  std::string path = tree_.path(id);
+  const uint64_t cs = cfg_.chunk_size;
+  bump(counters_.reads);
+  try {
+    for (uint64_t pos = off; pos < off + size;) {
+      uint64_t idx = pos / cs, chunk_start = idx * cs;
+      size_t chunk_len = static_cast<size_t>(std::min<uint64_t>(cs, v.size - chunk_start));
+      CacheKey key = make_key(KeyFields{path, v.size, v.mtime_ns, Form::raw, 0, 0, idx});
+      ChunkRef c = cache_.get_or_fill(key, Form::raw, [&]() -> ChunkRef {
+        auto fresh = Chunk::allocate(chunk_len);
+        size_t n = source_.read(path, v, chunk_start, fresh->mutable_data(), chunk_len);
+        if (n != chunk_len) throw Error(EIO, "source file " + path + " is shorter than indexed");
+        return fresh;
+      });
+      if (c->size() != chunk_len) throw Error(EIO, "cached chunk of " + path + " has the wrong size");
+      size_t in_chunk = static_cast<size_t>(pos - chunk_start);
+      size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_len - in_chunk, off + size - pos));
+      out.push_back(Slice{c, c->data() + in_chunk, n});
+      pos += n;
+    }
+  } catch (const Error& e) {
+    bump(counters_.read_errors);
+    spdlog::warn("read {}: {}", path, e.what());
+    maybe_revalidate(id, true);  // a changed source file shows up here first
+    throw;
+  }
+  bump(counters_.read_bytes, size);
+  return out;
+}
+
+FsStat DataFs::statfs() {
+  FsStat s;
+  s.files = tree_.size();
+  return s;
+}
+
+}  // namespace prepfs

@@ -1,0 +1,153 @@
+#include "prepfs/core/tree.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <limits>
+#include <unordered_map>
+
+#include "prepfs/common/error.h"
+
+namespace prepfs {
+namespace {
+
+// A node as the scan sees it, before ids are assigned breadth-first.
+struct ScanEntry {
+  std::string name;
+  SourceStat st;
+  std::vector<uint32_t> children;  // indices into the scan vector
+};
+
+}  // namespace
+
+Tree Tree::scan(Source& source) {
+  std::vector<ScanEntry> entries;
+  std::unordered_map<std::string, uint32_t> dir_index;  // rel path of a directory -> entry
+  source.scan([&](const std::string& rel, const SourceStat& st) {
+    if (entries.size() >= std::numeric_limits<uint32_t>::max() - 1)
+      throw Error(EFBIG, "source has more entries than prepfs can index");
+    uint32_t idx = static_cast<uint32_t>(entries.size());
+    size_t slash = rel.rfind('/');
+    std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    if (name.size() > 255) throw Error(ENAMETOOLONG, "name too long in source: " + rel);
+    entries.push_back(ScanEntry{name, st, {}});
+    if (S_ISDIR(st.mode)) dir_index.emplace(rel, idx);
+    if (!rel.empty()) {
+      auto parent = dir_index.find(slash == std::string::npos ? std::string() : rel.substr(0, slash));
+      if (parent == dir_index.end()) throw Error(EIO, "source scan visited " + rel + " before its directory");
+      entries[parent->second].children.push_back(idx);
+    }
+  });
+  if (entries.empty() || !S_ISDIR(entries[0].st.mode)) throw Error(ENOTDIR, "source root is not a directory");
+  dir_index.clear();
+
+  Tree t;
+  t.nodes_.resize(entries.size());
+  std::vector<uint32_t> id_of(entries.size());
+  std::deque<uint32_t> queue{0};  // scan indices, breadth-first: children get contiguous ids
+  id_of[0] = 0;
+  uint32_t next_id = 1;
+  auto fill = [&](uint32_t idx, uint32_t parent_id) {
+    ScanEntry& e = entries[idx];
+    Node& n = t.nodes_[id_of[idx]];
+    n = Node{};
+    n.parent = parent_id;
+    n.name_off = static_cast<uint32_t>(t.arena_.size());
+    n.name_len = static_cast<uint16_t>(e.name.size());
+    t.arena_ += e.name;
+    n.mode = e.st.mode;
+    n.size = e.st.size;
+    n.mtime_ns = e.st.mtime_ns;
+    if (S_ISLNK(e.st.mode)) {
+      n.first_child = static_cast<uint32_t>(t.arena_.size());
+      t.arena_ += e.st.symlink_target;
+    }
+    if (t.arena_.size() > std::numeric_limits<uint32_t>::max())
+      throw Error(EFBIG, "source names exceed the index's 4 GiB name arena");
+  };
+  fill(0, 0);
+  while (!queue.empty()) {
+    uint32_t idx = queue.front();
+    queue.pop_front();
+    ScanEntry& e = entries[idx];
+    std::sort(e.children.begin(), e.children.end(),
+              [&](uint32_t a, uint32_t b) { return entries[a].name < entries[b].name; });
+    Node& dir = t.nodes_[id_of[idx]];
+    dir.first_child = next_id;
+    dir.nchildren = static_cast<uint32_t>(e.children.size());
+    uint32_t dir_id = id_of[idx];
+    for (uint32_t c : e.children) {
+      id_of[c] = next_id++;
+      fill(c, dir_id);
+      if (S_ISDIR(entries[c].st.mode)) queue.push_back(c);
+    }
+    std::vector<uint32_t>().swap(e.children);
+  }
+  t.arena_.shrink_to_fit();
+  return t;
+}
+
+Tree Tree::from_parts(std::vector<Node> nodes, std::string arena) {
+  Tree t;
+  t.nodes_ = std::move(nodes);
+  t.arena_ = std::move(arena);
+  return t;
+}
+
+std::string_view Tree::name(uint32_t id) const {
+  const Node& n = nodes_[id];
+  return std::string_view(arena_).substr(n.name_off, n.name_len);
+}
+
+std::string Tree::path(uint32_t id) const {
+  std::vector<uint32_t> chain;
+  for (uint32_t cur = id; cur != kRoot; cur = nodes_[cur].parent) chain.push_back(cur);
+  std::string p;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (!p.empty()) p += '/';
+    p += name(*it);
+  }
+  return p;
+}
+
+std::string_view Tree::symlink_target(uint32_t id) const {
+  const Node& n = nodes_[id];
+  return std::string_view(arena_).substr(n.first_child, static_cast<size_t>(n.size));
+}
+
+bool Tree::is_dir(uint32_t id) const { return S_ISDIR(nodes_[id].mode); }
+
+std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const {
+  const Node& d = nodes_[dir];
+  if (!S_ISDIR(d.mode)) return std::nullopt;
+  uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    int c = this->name(mid).compare(name);
+    if (c == 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return std::nullopt;
+}
+
+FileVersion Tree::version(uint32_t id) const {
+  Node& n = const_cast<Node&>(nodes_[id]);
+  return {std::atomic_ref<uint64_t>(n.size).load(std::memory_order_relaxed),
+          std::atomic_ref<int64_t>(n.mtime_ns).load(std::memory_order_relaxed)};
+}
+
+void Tree::set_version(uint32_t id, const FileVersion& v) {
+  std::atomic_ref<uint64_t>(nodes_[id].size).store(v.size, std::memory_order_relaxed);
+  std::atomic_ref<int64_t>(nodes_[id].mtime_ns).store(v.mtime_ns, std::memory_order_relaxed);
+}
+
+uint64_t Tree::memory_bytes() const { return nodes_.capacity() * sizeof(Node) + arena_.capacity(); }
+
+uint64_t Tree::file_count() const {
+  return static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
+}
+
+}  // namespace prepfs

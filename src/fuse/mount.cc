@@ -1,0 +1,188 @@
+#include "prepfs/fuse/mount.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <fstream>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/error.h"
+#include "prepfs/common/size.h"
+#include "prepfs/core/control_fs.h"
+#include "prepfs/core/data_fs.h"
+#include "prepfs/core/stats_json.h"
+#include "prepfs/core/tree_store.h"
+#include "prepfs/fuse/session.h"
+#include "prepfs/source/posix_source.h"
+
+namespace prepfs {
+namespace {
+
+void mkdir_p(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); i++) {
+    if (i == path.size() || path[i] == '/') {
+      std::string cur = path.substr(0, i);
+      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(errno, "cannot create " + cur);
+    }
+  }
+}
+
+// A mountpoint must exist, be a directory and not already have something mounted on it.
+std::string check_mountpoint(const std::string& mnt) {
+  struct stat st, parent;
+  if (::stat(mnt.c_str(), &st) != 0) {
+    if (errno == ENOTCONN)
+      throw Error(ENOTCONN, "mountpoint " + mnt + " is a dead FUSE mount; run 'umount " + mnt + "' first");
+    throw_errno(errno, "mountpoint " + mnt);
+  }
+  if (!S_ISDIR(st.st_mode)) throw Error(ENOTDIR, "mountpoint " + mnt + " is not a directory");
+  char resolved[PATH_MAX];
+  if (!realpath(mnt.c_str(), resolved)) throw_errno(errno, "mountpoint " + mnt);
+  std::string abs = resolved;
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    // Field 5 is the mount point (octal-escaped spaces are irrelevant for an exact compare of
+    // ordinary paths; a path with spaces simply will not match and falls through to st_dev).
+    size_t pos = 0;
+    for (int field = 0; field < 4 && pos != std::string::npos; field++) pos = line.find(' ', pos + 1);
+    if (pos == std::string::npos) continue;
+    size_t end = line.find(' ', pos + 1);
+    if (line.substr(pos + 1, end - pos - 1) == abs && abs != "/")
+      throw Error(EBUSY, "mountpoint " + mnt + " is busy: something is already mounted there");
+  }
+  if (::stat((abs + "/..").c_str(), &parent) == 0 && parent.st_dev != st.st_dev && abs != "/")
+    throw Error(EBUSY, "mountpoint " + mnt + " is busy: something is already mounted there");
+  return abs;
+}
+
+class RunningMount final : public Mount {
+ public:
+  explicit RunningMount(const Options& o) : opts_(o) {}
+
+  void build() {
+    mountpoint_ = check_mountpoint(opts_.mountpoint);
+    source_ = std::make_unique<PosixSource>(opts_.source);
+
+    cache_dir_ = cache_dir_for(opts_.ssd_dir, source_->identity());
+    try {
+      mkdir_p(cache_dir_);
+      lock_fd_ = ::open((cache_dir_ + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+      if (lock_fd_ < 0) throw_errno(errno, "cannot write to " + cache_dir_);
+    } catch (const Error& e) {
+      throw Error(e.err(), "ssd_dir " + opts_.ssd_dir + " is not usable: " + e.what());
+    }
+    if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+      throw Error(EBUSY, "ssd_dir " + cache_dir_ + " is in use by another prepfs mount of the same source");
+
+    auto t0 = std::chrono::steady_clock::now();
+    TreeLoad loaded = load_or_scan_tree(*source_, cache_dir_ + "/index.bin");
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("{} {} entries of {} in {:.3f}s ({} of index memory)",
+                 loaded.from_index ? "loaded the persisted index:" : "scanned", loaded.tree.size(),
+                 opts_.source, secs, format_size(loaded.tree.memory_bytes()));
+    index_reused_ = loaded.from_index;
+
+    CacheConfig cc;
+    cc.ram_bytes = opts_.ram_bytes;
+    cc.ssd_bytes = opts_.ssd_bytes;
+    cc.ssd_dir = cache_dir_ + "/ssd";
+    cc.eviction = opts_.eviction;
+    try {
+      cache_ = std::make_unique<TierManager>(cc);
+    } catch (const Error& e) {
+      throw Error(e.err(), "ssd_dir " + opts_.ssd_dir + " is not usable: " + e.what());
+    }
+
+    DataFsConfig dc;
+    dc.metadata_ttl = opts_.metadata_ttl;
+    data_fs_ = std::make_unique<DataFs>(*source_, std::move(loaded.tree), *cache_, dc);
+    control_fs_ = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
+        {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_); }},
+    });
+
+    SessionConfig main_cfg;
+    main_cfg.mountpoint = mountpoint_;
+    main_cfg.fsname = opts_.source;
+    main_cfg.max_threads = opts_.threads;
+    main_cfg.skip_open = true;
+    main_cfg.allow_other = opts_.allow_other;
+    main_cfg.debug = opts_.debug_fuse;
+    main_cfg.negative_timeout = opts_.metadata_ttl < 0 ? 86400.0 : opts_.metadata_ttl;
+    main_ = std::make_unique<FuseSession>(*data_fs_, main_cfg);
+    data_fs_->set_invalidator([this](uint64_t ino) { main_->invalidate(ino); });
+
+    SessionConfig ctl_cfg = main_cfg;
+    ctl_cfg.mountpoint = mountpoint_ + "/" + DataFs::kControlDirName;
+    ctl_cfg.fsname = "prepfs-control";
+    ctl_cfg.max_threads = 4;
+    ctl_cfg.skip_open = false;
+    ctl_cfg.negative_timeout = 0;
+    control_ = std::make_unique<FuseSession>(*control_fs_, ctl_cfg);
+
+    main_->mount();
+    main_->start();  // must answer before the nested mount can look up .prepfs
+    control_->mount();
+    control_->start();
+
+    // Ready means answering: a request that travels through the kernel to our workers.
+    struct stat st;
+    if (::stat((ctl_cfg.mountpoint + "/stats").c_str(), &st) != 0)
+      throw_errno(errno, "the new mount at " + mountpoint_ + " does not answer");
+  }
+
+  void stop() override {
+    if (control_) control_->stop();
+    if (main_) main_->stop();
+    if (cache_) cache_->flush();
+  }
+
+  ~RunningMount() override {
+    stop();
+    control_.reset();
+    main_.reset();
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+  }
+
+  std::string summary() const override {
+    return "serving " + opts_.source + " at " + mountpoint_ + " (" + std::to_string(data_fs_->tree().size()) +
+           " entries, index " + (index_reused_ ? "reused" : "scanned") + ", ram " + format_size(opts_.ram_bytes) +
+           ", ssd " + format_size(opts_.ssd_bytes) + " in " + cache_dir_ + ")";
+  }
+
+ private:
+  Options opts_;
+  std::string mountpoint_, cache_dir_;
+  int lock_fd_ = -1;
+  bool index_reused_ = false;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<TierManager> cache_;
+  std::unique_ptr<DataFs> data_fs_;
+  std::unique_ptr<ControlFs> control_fs_;
+  std::unique_ptr<FuseSession> main_, control_;
+};
+
+}  // namespace
+
+std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(source_identity.data(), source_identity.size())));
+  return ssd_dir + "/" + hex;
+}
+
+std::unique_ptr<Mount> Mount::start(const Options& opts) {
+  auto m = std::make_unique<RunningMount>(opts);
+  m->build();  // on an exception the destructor unmounts whatever was mounted
+  return m;
+}
+
+}  // namespace prepfs

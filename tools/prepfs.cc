@@ -1,0 +1,157 @@
+// prepfs: mount a dataset directory with raw/ (and later decoded/, augmented/) views served from
+// a RAM + SSD cache. This file only parses the command line, daemonizes and waits for a signal.
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/log.h"
+#include "prepfs/common/options.h"
+#include "prepfs/fuse/mount.h"
+#include "prepfs/fuse/sd_notify.h"
+#include "prepfs_config.h"
+
+namespace {
+
+std::string options_help() {
+  std::string s = "\nOptions for -o (comma-separated key=value; also accepted in --config files):\n";
+  for (const auto& d : prepfs::option_docs()) {
+    std::string left = std::string("  ") + d.key + (d.value[0] ? std::string("=") + d.value : "");
+    if (left.size() < 26) left.resize(26, ' ');
+    s += left + " " + d.help + "\n";
+  }
+  s += "\nExamples:\n"
+       "  prepfs /data/imagenet /mnt/imagenet -o ram=4G,ssd=50G,ssd_dir=/var/cache/prepfs\n"
+       "  prepfs /data/imagenet /mnt/imagenet --config /etc/prepfs/imagenet.conf -f\n"
+       "Stop with SIGTERM or SIGINT (the mount is unmounted cleanly). See prepfs(8).\n";
+  return s;
+}
+
+// Waits for a termination signal. The signals are blocked in every thread, so none of the
+// worker threads is interrupted and the main thread alone decides when to stop.
+int wait_for_signal(const sigset_t& set) {
+  int sig = 0;
+  for (;;) {
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP: nothing to reload");
+      continue;
+    }
+    return sig;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prepfs::Options opts;
+  std::vector<std::string> o_lists;
+  std::string config_file;
+
+  CLI::App app{"prepfs " PREPFS_VERSION " - the preprocessing filesystem: a FUSE cache that serves a dataset\n"
+               "directory as raw/ from RAM and a local SSD.",
+               "prepfs"};
+  app.get_formatter()->column_width(26);
+  app.add_option("SOURCE", opts.source, "dataset directory (for example an NFS mount)");
+  app.add_option("MOUNTPOINT", opts.mountpoint, "an existing, empty directory to mount on");
+  app.add_option("-o", o_lists, "mount options, key=value[,key=value...] (listed below)")->type_name("OPTS");
+  app.add_option("--config", config_file, "read options from FILE (key = value lines); -o overrides it")
+      ->type_name("FILE");
+  app.add_flag("-f,--foreground", opts.foreground, "stay in the foreground (log to stderr)");
+  bool debug = false;
+  app.add_flag("-d,--debug", debug, "log every FUSE request (implies -f)");
+  app.set_version_flag("-V,--version", "prepfs " PREPFS_VERSION);
+  app.footer(options_help());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    // Precedence: defaults < config file < -o (< positional arguments for source/mountpoint).
+    std::string src = opts.source, mnt = opts.mountpoint;
+    if (!config_file.empty()) prepfs::apply_config_file(opts, config_file);
+    if (!src.empty()) opts.source = src;
+    if (!mnt.empty()) opts.mountpoint = mnt;
+    for (const auto& list : o_lists) prepfs::apply_option_list(opts, list);
+    if (debug) prepfs::apply_option(opts, "debug", "", false);
+    prepfs::finalize_options(opts);
+    if (opts.source.empty() || opts.mountpoint.empty())
+      throw prepfs::Error(EINVAL, "SOURCE and MOUNTPOINT are required (see prepfs --help)");
+    prepfs::init_logging(opts.log_level);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prepfs: %s\n", e.what());
+    return 2;
+  }
+
+  // Background mode forks before any thread exists; the parent waits until the child reports
+  // that the mount answers (or why it failed), so errors still reach the terminal.
+  int ready_pipe[2] = {-1, -1};
+  if (!opts.foreground) {
+    if (pipe(ready_pipe) != 0) {
+      std::perror("prepfs: pipe");
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("prepfs: fork");
+      return 1;
+    }
+    if (pid > 0) {
+      close(ready_pipe[1]);
+      char status = 1;
+      ssize_t n = read(ready_pipe[0], &status, 1);
+      return n == 1 && status == 0 ? 0 : 1;
+    }
+    close(ready_pipe[0]);
+    setsid();
+  }
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<prepfs::Mount> mount;
+  try {
+    mount = prepfs::Mount::start(opts);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;  // the parent sees the pipe close without a status byte
+  }
+  spdlog::info("{}", mount->summary());
+  prepfs::sd_notify_ready(mount->summary());
+
+  if (!opts.foreground) {
+    char ok = 0;
+    if (write(ready_pipe[1], &ok, 1) != 1) spdlog::warn("could not report readiness to the parent");
+    close(ready_pipe[1]);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, 0);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      close(devnull);
+    }
+    if (chdir("/") != 0) spdlog::debug("chdir /: {}", std::strerror(errno));
+    prepfs::init_logging(opts.log_level, prepfs::LogTarget::syslog);
+  }
+
+  int sig = wait_for_signal(set);
+  spdlog::info("{}: unmounting {}", strsignal(sig), opts.mountpoint);
+  prepfs::sd_notify_stopping();
+  mount->stop();
+  mount.reset();
+  spdlog::info("stopped cleanly");
+  return 0;
+}
