@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/options.h"
+#include "prepfs/common/size.h"
+#include "temp_dir.h"
+
+using namespace prepfs;
+
+TEST(Size, ParsesUnits) {
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("512M"), 512ull << 20);
+  EXPECT_EQ(parse_size("4G"), 4ull << 30);
+  EXPECT_EQ(parse_size("4g"), 4ull << 30);
+  EXPECT_EQ(parse_size("4GB"), 4ull << 30);
+  EXPECT_EQ(parse_size("4GiB"), 4ull << 30);
+  EXPECT_EQ(parse_size("1.5T"), 3ull << 39);
+  EXPECT_EQ(parse_size("10K"), 10240u);
+}
+
+TEST(Size, RejectsGarbageWithAMessageNamingIt) {
+  for (const char* bad : {"", "G", "4X", "-1", "4.2.1G", "1.5", "99999999999P", "4 G B"}) {
+    try {
+      parse_size(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.err(), EINVAL);
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Size, Formats) {
+  EXPECT_EQ(format_size(512), "512B");
+  EXPECT_EQ(format_size(4ull << 30), "4.0G");
+}
+
+TEST(Options, FuseStyleList) {
+  Options o;
+  apply_option_list(o, "ram=512M,ssd=50G,ssd_dir=/var/cache/x,eviction=random,metadata_ttl=2.5,threads=32,ro,_netdev,allow_other");
+  EXPECT_EQ(o.ram_bytes, 512ull << 20);
+  EXPECT_EQ(o.ssd_bytes, 50ull << 30);
+  EXPECT_EQ(o.ssd_dir, "/var/cache/x");
+  EXPECT_EQ(o.eviction, "random");
+  EXPECT_DOUBLE_EQ(o.metadata_ttl, 2.5);
+  EXPECT_EQ(o.threads, 32u);
+  EXPECT_TRUE(o.allow_other);
+  EXPECT_EQ(o.ignored.size(), 2u);  // ro, _netdev: meaningful to mount(8), not to us
+}
+
+TEST(Options, EscapedCommaInValue) {
+  Options o;
+  apply_option_list(o, "ssd_dir=/a\\,b,ram=1G");
+  EXPECT_EQ(o.ssd_dir, "/a,b");
+  EXPECT_EQ(o.ram_bytes, 1ull << 30);
+}
+
+TEST(Options, ErrorsNameTheKey) {
+  Options o;
+  auto message = [&](const char* list) {
+    try {
+      apply_option_list(o, list);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("bogus=1").find("bogus"), std::string::npos);
+  EXPECT_NE(message("ram=lots").find("lots"), std::string::npos);
+  EXPECT_NE(message("eviction=fifo").find("eviction"), std::string::npos);
+  EXPECT_NE(message("threads=0").find("threads"), std::string::npos);
+  EXPECT_NE(message("ram").find("needs a value"), std::string::npos);
+  EXPECT_NE(message("log_level=chatty").find("log_level"), std::string::npos);
+}
+
+TEST(Options, ConfigFileThenOverrides) {
+  test::TempDir dir;
+  dir.write("c.conf", "# comment\nsource = /data/x\nmountpoint=/mnt/x\nram = 2G  # inline\n\nssd=0\n");
+  Options o;
+  apply_config_file(o, dir / "c.conf");
+  EXPECT_EQ(o.source, "/data/x");
+  EXPECT_EQ(o.mountpoint, "/mnt/x");
+  EXPECT_EQ(o.ram_bytes, 2ull << 30);
+  EXPECT_EQ(o.ssd_bytes, 0u);
+  apply_option_list(o, "ram=3G");  // -o comes after the file, so it wins
+  EXPECT_EQ(o.ram_bytes, 3ull << 30);
+}
+
+TEST(Options, ConfigFileErrorsNameFileAndLine) {
+  test::TempDir dir;
+  dir.write("c.conf", "ram = 1G\nwhat = ever\n");
+  Options o;
+  try {
+    apply_config_file(o, dir / "c.conf");
+    FAIL() << "unknown key accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.conf:2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("what"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_config_file(o, dir / "missing.conf"), Error);
+}
+
+TEST(Options, EveryDocumentedKeyIsAccepted) {
+  for (const auto& d : option_docs()) {
+    Options o;
+    std::string value = std::string(d.value).empty() ? "" : (std::string(d.value) == "SIZE" ? "1G"
+                        : std::string(d.value) == "SECONDS" ? "5" : std::string(d.value) == "N" ? "8"
+                        : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn" : "/x");
+    EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
+  }
+}

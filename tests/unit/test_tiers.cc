@@ -1,0 +1,207 @@
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "prepfs/cache/key.h"
+#include "prepfs/cache/ram_tier.h"
+#include "prepfs/cache/ssd_tier.h"
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/error.h"
+#include "temp_dir.h"
+
+using namespace prepfs;
+
+namespace {
+
+ChunkRef chunk_of(const std::string& s) {
+  auto c = Chunk::allocate(s.size());
+  std::memcpy(c->mutable_data(), s.data(), s.size());
+  return c;
+}
+
+std::string str(const ChunkRef& c) { return std::string(c->data(), c->size()); }
+
+CacheKey key_for(const std::string& path, uint64_t size = 10, int64_t mtime = 1, uint64_t chunk = 0) {
+  return make_key(KeyFields{path, size, mtime, Form::raw, 0, 0, chunk});
+}
+
+}  // namespace
+
+TEST(Key, EveryFieldChangesTheKey) {
+  KeyFields base{"a/b.jpg", 100, 5, Form::raw, 0, 0, 0};
+  CacheKey k0 = make_key(base);
+  auto changed = [&](auto mutate) {
+    KeyFields f = base;
+    mutate(f);
+    return make_key(f);
+  };
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.path = "a/c.jpg"; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.size = 101; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.mtime_ns = 6; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.form = Form::decoded; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.pipeline_hash = 1; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.variant = 1; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.chunk = 1; }));
+  EXPECT_EQ(k0, make_key(base));
+  CacheKey parsed;
+  ASSERT_TRUE(CacheKey::from_hex(k0.hex(), &parsed));
+  EXPECT_EQ(parsed, k0);
+}
+
+TEST(RamTier, AccountsAndEvicts) {
+  TierCounters c;
+  RamTier ram(25, make_policy("lru"), c);
+  EXPECT_FALSE(ram.get(key_for("a")));
+  EXPECT_TRUE(ram.put(key_for("a"), chunk_of("0123456789"), Form::raw));
+  EXPECT_TRUE(ram.put(key_for("b"), chunk_of("abcdefghij"), Form::raw));
+  EXPECT_EQ(str(ram.get(key_for("a"))), "0123456789");  // a is now more recent than b
+  EXPECT_TRUE(ram.put(key_for("c"), chunk_of("ABCDEFGHIJ"), Form::raw));
+  EXPECT_FALSE(ram.get(key_for("b")));
+  EXPECT_TRUE(ram.get(key_for("a")));
+  EXPECT_EQ(ram.bytes(), 20u);
+  EXPECT_EQ(ram.entries(), 2u);
+  EXPECT_EQ(load(c.evictions), 1u);
+  EXPECT_EQ(load(c.hits), 2u);
+  EXPECT_EQ(load(c.misses), 2u);
+  EXPECT_FALSE(ram.put(key_for("big"), chunk_of(std::string(26, 'x')), Form::raw));
+  EXPECT_EQ(load(c.rejected), 1u);
+}
+
+TEST(SsdTier, RoundTripsAndSurvivesRestart) {
+  test::TempDir dir;
+  std::string data = test::pattern(100'000, 1);
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    EXPECT_FALSE(ssd.get(key_for("x")));
+    ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of(data), Form::raw));
+    ssd.flush();
+    EXPECT_EQ(str(ssd.get(key_for("x"))), data);
+    EXPECT_EQ(ssd.entries(), 1u);
+  }
+  TierCounters c;
+  SsdTier again(dir.path(), 1 << 20, make_policy("lru"), c);
+  EXPECT_EQ(again.entries(), 1u);
+  ASSERT_TRUE(again.get(key_for("x")));
+  EXPECT_EQ(str(again.get(key_for("x"))), data);
+}
+
+TEST(SsdTier, ChecksumFailureIsAMissAndRemovesTheEntry) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ssd.put_async(key_for("x"), chunk_of(test::pattern(5000, 2)), Form::raw);
+  ssd.flush();
+  std::string path = ssd.path_of(key_for("x"), Form::raw);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 1234);
+    f.put('\x5a' ^ test::pattern(5000, 2)[1234]);
+  }
+  EXPECT_FALSE(ssd.get(key_for("x")));
+  EXPECT_EQ(load(c.corrupt), 1u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(ssd.entries(), 0u);
+}
+
+TEST(SsdTier, TornWriteIsAMiss) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ssd.put_async(key_for("x"), chunk_of(test::pattern(5000, 3)), Form::raw);
+  ssd.flush();
+  std::filesystem::resize_file(ssd.path_of(key_for("x"), Form::raw), 64 + 2000);
+  EXPECT_FALSE(ssd.get(key_for("x")));
+  EXPECT_EQ(load(c.corrupt), 1u);
+}
+
+TEST(SsdTier, EntryUnderAnotherKeyIsNotServed) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ssd.put_async(key_for("a"), chunk_of("aaaa"), Form::raw);
+  ssd.put_async(key_for("b"), chunk_of("bbbb"), Form::raw);
+  ssd.flush();
+  // A file renamed onto another key's name (say, by a buggy copy) carries the wrong key inside.
+  std::filesystem::rename(ssd.path_of(key_for("a"), Form::raw), ssd.path_of(key_for("b"), Form::raw));
+  EXPECT_FALSE(ssd.get(key_for("b")));
+  EXPECT_EQ(load(c.corrupt), 1u);
+}
+
+TEST(SsdTier, ChangedKeyMisses) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ssd.put_async(key_for("a", 10, 1), chunk_of("0123456789"), Form::raw);
+  ssd.flush();
+  EXPECT_TRUE(ssd.get(key_for("a", 10, 1)));
+  EXPECT_FALSE(ssd.get(key_for("a", 10, 2)));  // same path, new mtime: a new version
+  EXPECT_FALSE(ssd.get(key_for("a", 11, 1)));
+}
+
+TEST(SsdTier, BudgetHoldsOnDisk) {
+  test::TempDir dir;
+  TierCounters c;
+  const uint64_t budget = 50'000;
+  SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+  for (int i = 0; i < 40; i++) {
+    ssd.put_async(key_for("f" + std::to_string(i)), chunk_of(test::pattern(3000, i)), Form::raw);
+    ssd.flush();
+    uint64_t on_disk = 0;
+    for (auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+      if (e.is_regular_file()) on_disk += e.file_size();
+    ASSERT_LE(on_disk, budget);
+    ASSERT_LE(ssd.bytes(), budget);
+  }
+  EXPECT_GT(load(c.evictions), 0u);
+}
+
+TEST(TierManager, ConcurrentMissesFillOnce) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 1 << 20, dir.path(), "lru"};
+  TierManager tm(cfg);
+  std::atomic<int> fills{0};
+  std::vector<std::thread> threads;
+  std::vector<std::string> got(16);
+  for (int t = 0; t < 16; t++)
+    threads.emplace_back([&, t] {
+      got[t] = str(tm.get_or_fill(key_for("x"), Form::raw, [&] {
+        fills++;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return chunk_of("payload");
+      }));
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(fills.load(), 1);
+  for (auto& g : got) EXPECT_EQ(g, "payload");
+}
+
+TEST(TierManager, FillErrorsReachEveryWaiterAndAreNotCached) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
+  EXPECT_THROW(tm.get_or_fill(key_for("x"), Form::raw, []() -> ChunkRef { throw Error(EIO, "boom"); }), Error);
+  EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("ok"); })), "ok");
+}
+
+TEST(TierManager, SsdHitIsPromotedToRam) {
+  test::TempDir dir;
+  {
+    TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+    tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("from source"); });
+  }  // destructor drains the write queue
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  int fills = 0;
+  auto fill = [&] { fills++; return chunk_of("WRONG"); };
+  EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, fill)), "from source");
+  EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, fill)), "from source");
+  EXPECT_EQ(fills, 0);
+  EXPECT_EQ(load(tm.counters().ssd.hits), 1u);
+  EXPECT_EQ(load(tm.counters().ram.hits), 1u);
+}

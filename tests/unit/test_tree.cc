@@ -1,0 +1,157 @@
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/error.h"
+#include "prepfs/core/data_fs.h"
+#include "prepfs/core/tree.h"
+#include "prepfs/core/tree_store.h"
+#include "prepfs/source/posix_source.h"
+#include "temp_dir.h"
+
+using namespace prepfs;
+
+namespace {
+
+void make_tree(const test::TempDir& d) {
+  d.write("src/b/z.txt", "zz");
+  d.write("src/b/a.txt", "aaa");
+  d.write("src/b/deep/er/f.bin", test::pattern(3'500'000, 9));
+  d.write("src/top.txt", "top");
+  d.write("src/empty", "");
+  std::filesystem::create_directories(d / "src/emptydir");
+  symlink("b/a.txt", (d / "src/link").c_str());
+}
+
+std::string read_all(DataFs& fs, uint64_t ino, uint64_t size, size_t step) {
+  std::string out;
+  for (uint64_t off = 0; off < size; off += step)
+    for (const Slice& s : fs.read(ino, 0, off, step)) out.append(s.data, s.len);
+  return out;
+}
+
+}  // namespace
+
+TEST(Tree, ScanLookupAndPaths) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  Tree t = Tree::scan(src);
+  EXPECT_EQ(t.size(), 11u);  // root, b, emptydir, empty, link, top.txt, a.txt, z.txt, deep, er, f.bin
+  auto b = t.lookup(Tree::kRoot, "b");
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(t.is_dir(*b));
+  auto a = t.lookup(*b, "a.txt");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(t.path(*a), "b/a.txt");
+  EXPECT_EQ(t.node(*a).size, 3u);
+  EXPECT_FALSE(t.lookup(*b, "nope"));
+  EXPECT_FALSE(t.lookup(*a, "x"));  // files have no children
+  auto link = t.lookup(Tree::kRoot, "link");
+  ASSERT_TRUE(link);
+  EXPECT_EQ(t.symlink_target(*link), "b/a.txt");
+  // children of a directory are sorted by name
+  const Node& bn = t.node(*b);
+  for (uint32_t i = bn.first_child + 1; i < bn.first_child + bn.nchildren; i++) EXPECT_LT(t.name(i - 1), t.name(i));
+  EXPECT_EQ(t.file_count(), 5u);
+}
+
+TEST(TreeStore, ReusedWhenUnchangedRescannedWhenADirectoryChanges) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  TreeLoad first = load_or_scan_tree(src, idx);
+  EXPECT_FALSE(first.from_index);
+  TreeLoad second = load_or_scan_tree(src, idx);
+  EXPECT_TRUE(second.from_index);
+  EXPECT_EQ(second.tree.size(), first.tree.size());
+  EXPECT_EQ(second.tree.path(second.tree.size() - 1), first.tree.path(first.tree.size() - 1));
+
+  d.write("src/b/deep/new.txt", "new");  // changes deep/'s mtime
+  TreeLoad third = load_or_scan_tree(src, idx);
+  EXPECT_FALSE(third.from_index);
+  EXPECT_EQ(third.tree.size(), first.tree.size() + 1);
+}
+
+TEST(TreeStore, CorruptIndexIsRebuilt) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  load_or_scan_tree(src, idx);
+  {
+    std::fstream f(idx, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x42');
+  }
+  EXPECT_FALSE(load_tree(src, idx));
+  EXPECT_FALSE(load_or_scan_tree(src, idx).from_index);
+}
+
+TEST(DataFs, ReadsEveryByteThroughTheCacheWithoutFuse) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 64 << 20, d / "ssd", "lru"});
+  DataFs fs(src, Tree::scan(src), cache, DataFsConfig{});
+  Attr raw = fs.lookup(DataFs::kRootIno, "raw");
+  Attr b = fs.lookup(raw.ino, "b");
+  Attr f = fs.lookup(fs.lookup(fs.lookup(b.ino, "deep").ino, "er").ino, "f.bin");
+  EXPECT_EQ(f.size, 3'500'000u);
+  std::string expect = test::pattern(3'500'000, 9);
+  EXPECT_EQ(read_all(fs, f.ino, f.size, 131072), expect);
+  uint64_t source_bytes = load(src.counters().bytes);
+  EXPECT_EQ(source_bytes, 3'500'000u);
+  EXPECT_EQ(read_all(fs, f.ino, f.size, 100'000), expect);  // unaligned, all hits
+  EXPECT_EQ(load(src.counters().bytes), source_bytes);
+  EXPECT_TRUE(fs.read(f.ino, 0, f.size, 10).empty());  // at EOF
+  EXPECT_THROW(fs.lookup(b.ino, "missing"), Error);
+  EXPECT_EQ(fs.readlink(fs.lookup(raw.ino, "link").ino), "b/a.txt");
+  std::vector<std::string> names;
+  fs.readdir(b.ino, 0, [&](std::string_view n, const Attr&, uint64_t) { names.emplace_back(n); return true; });
+  EXPECT_EQ(names, (std::vector<std::string>{".", "..", "a.txt", "deep", "z.txt"}));
+}
+
+TEST(DataFs, ChangedSourceFileIsRevalidatedNotServedStale) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  DataFsConfig cfg;
+  cfg.metadata_ttl = 0;  // revalidate on every lookup
+  DataFs fs(src, Tree::scan(src), cache, cfg);
+  std::vector<uint64_t> invalidated;
+  fs.set_invalidator([&](uint64_t ino) { invalidated.push_back(ino); });
+  Attr raw = fs.lookup(DataFs::kRootIno, "raw");
+  Attr top = fs.lookup(raw.ino, "top.txt");
+  EXPECT_EQ(read_all(fs, top.ino, top.size, 4096), "top");
+  d.write("src/top.txt", "a longer new version");
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};
+  utimensat(AT_FDCWD, (d / "src/top.txt").c_str(), times, 0);
+  Attr again = fs.lookup(raw.ino, "top.txt");
+  EXPECT_EQ(again.size, 20u);
+  EXPECT_EQ(read_all(fs, again.ino, again.size, 4096), "a longer new version");
+  EXPECT_EQ(invalidated, std::vector<uint64_t>{top.ino});
+}
+
+TEST(DataFs, FileChangedBehindAnImmutableIndexGivesEioNotMixedBytes) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  DataFs fs(src, Tree::scan(src), cache, DataFsConfig{});
+  Attr top = fs.lookup(fs.lookup(DataFs::kRootIno, "raw").ino, "top.txt");
+  d.write("src/top.txt", "changed!");
+  try {
+    fs.read(top.ino, 0, 0, 4096);
+    FAIL() << "served a file whose version changed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EIO);
+  }
+}
