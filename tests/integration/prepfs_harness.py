@@ -1,0 +1,178 @@
+"""Test harness: start and stop real prepfs mounts and slowfs sources.
+
+Everything here drives real processes and real mounts; nothing is mocked. Paths to the binaries
+come from the environment (set by meson): PREPFS_BIN, SLOWFS_BIN.
+"""
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+PREPFS_BIN = os.environ.get("PREPFS_BIN", "build/tools/prepfs")
+SLOWFS_BIN = os.environ.get("SLOWFS_BIN", "build/bench/prepfs-slowfs")
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def wait_for(pred, timeout=20.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def force_unmount(path):
+    for _ in range(3):
+        if not is_mounted(path):
+            return
+        subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL)
+
+
+class Prepfs:
+    """A prepfs daemon in the foreground, as a child process."""
+
+    def __init__(self, source, mountpoint, ssd_dir, options="", extra_args=()):
+        self.source, self.mnt, self.ssd_dir = str(source), str(mountpoint), str(ssd_dir)
+        opts = f"ssd_dir={self.ssd_dir},log_level=info" + ("," + options if options else "")
+        self.args = [PREPFS_BIN, self.source, self.mnt, "-f", "-o", opts, *extra_args]
+        self.log = open(os.path.join(self.ssd_dir + ".log"), "ab")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: self.proc.poll() is not None or os.path.exists(self.stats_path), what="prepfs mount")
+        except TimeoutError:
+            self.stop()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"prepfs exited with {self.proc.returncode}: {self.log_text()}")
+
+    @property
+    def stats_path(self):
+        return os.path.join(self.mnt, ".prepfs", "stats")
+
+    def raw(self, rel=""):
+        return os.path.join(self.mnt, "raw", rel)
+
+    def stats(self):
+        with open(self.stats_path) as f:
+            return json.load(f)
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.ssd_dir + ".log", "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        force_unmount(os.path.join(self.mnt, ".prepfs"))
+        force_unmount(self.mnt)
+        self.log.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class SlowFs:
+    """The slow-source simulator mounted over a directory; its counters prove what was fetched."""
+
+    def __init__(self, source, mountpoint, *args):
+        self.mnt = str(mountpoint)
+        self.proc = subprocess.Popen([SLOWFS_BIN, str(source), self.mnt, "-f", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: self.proc.poll() is not None or is_mounted(self.mnt), what="slowfs mount")
+        if self.proc.poll() is not None:
+            raise RuntimeError("slowfs failed to mount")
+        wait_for(self._answers, what="slowfs answering")
+
+    def _answers(self):
+        try:
+            self.counters()
+            return True
+        except OSError:
+            return False
+
+    def counters(self):
+        return json.loads(os.getxattr(self.mnt, "user.slowfs.stats"))
+
+    def reset(self):
+        os.setxattr(self.mnt, "user.slowfs.reset", b"1")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        force_unmount(self.mnt)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def make_dataset(root, files=120, seed=1):
+    """A tree with nested and empty directories, empty files, symlinks, odd names and files
+    that straddle the 1 MiB chunk size. Returns {relpath: sha256} of the regular files."""
+    rng = random.Random(seed)
+    os.makedirs(root, exist_ok=True)
+    digests = {}
+    dirs = ["", "a", "a/b", "a/b/c", "class 01", "ünïcode", "a/empty_dir_parent"]
+    for d in dirs:
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    os.makedirs(os.path.join(root, "empty_dir"), exist_ok=True)
+    os.makedirs(os.path.join(root, "a/empty_dir_parent/empty_child"), exist_ok=True)
+    sizes = [0, 1, 4095, 4096, 4097, 131072, 1048575, 1048576, 1048577, 2 * 1048576 + 5, 3_300_000]
+    for i in range(files):
+        d = rng.choice(dirs[:6])
+        size = sizes[i] if i < len(sizes) else rng.choice([rng.randint(1, 300_000), rng.randint(1, 20_000)])
+        data = rng.randbytes(size)
+        rel = os.path.join(d, f"file {i:03d}.bin" if i % 7 == 0 else f"f{i:03d}.jpg")
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(root, rel), 0o640 if i % 5 == 0 else 0o644)
+        digests[rel] = hashlib.sha256(data).hexdigest()
+    os.symlink("../a/f001.jpg" if os.path.exists(os.path.join(root, "a/f001.jpg")) else "nowhere",
+               os.path.join(root, "class 01/link_rel"))
+    os.symlink("/etc/hostname", os.path.join(root, "a/link_abs"))
+    os.symlink("dangling_target", os.path.join(root, "a/b/dangling"))
+    return digests
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_all(root, rels):
+    return {rel: sha256_file(os.path.join(root, rel)) for rel in rels}
+
+
+def drop_page_cache():
+    """Makes the next read of a FUSE file reach the daemon (the kernel keeps raw pages)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")

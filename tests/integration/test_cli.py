@@ -1,0 +1,121 @@
+"""The command line: clear one-line errors, clean unmounts, background mode."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from prepfs_harness import PREPFS_BIN, Prepfs, force_unmount, is_mounted, wait_for
+
+
+def run(*args, timeout=30):
+    return subprocess.run([PREPFS_BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_clear_line(res, *words):
+    assert res.returncode != 0
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, res.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert "terminate called" not in res.stderr and "what():" not in res.stderr
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "x").write_text("x")
+    (tmp_path / "mnt").mkdir()
+    return tmp_path
+
+
+def test_help_reads_well():
+    res = run("--help")
+    assert res.returncode == 0
+    for key in ("SOURCE", "MOUNTPOINT", "-o", "--config", "ram=SIZE", "ssd=SIZE", "ssd_dir=DIR", "Examples"):
+        assert key in res.stdout, key
+
+
+def test_missing_source(dirs):
+    assert_one_clear_line(run(dirs / "nope", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd"), "source", "nope")
+
+
+def test_missing_mountpoint(dirs):
+    assert_one_clear_line(run(dirs / "src", dirs / "nomnt", "-f", "-o", f"ssd_dir={dirs}/ssd"), "mountpoint", "nomnt")
+
+
+def test_busy_mountpoint(dirs):
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(dirs / "mnt")], check=True)
+    try:
+        assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd"), "busy")
+    finally:
+        force_unmount(str(dirs / "mnt"))
+
+
+def test_unwritable_ssd_dir(dirs):
+    assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-f", "-o", "ssd_dir=/proc/prepfs-cannot"), "ssd_dir")
+    assert not is_mounted(str(dirs / "mnt"))
+
+
+def test_unparsable_size(dirs):
+    res = run(dirs / "src", dirs / "mnt", "-f", "-o", "ram=lots")
+    assert_one_clear_line(res, "ram", "lots")
+    assert res.returncode == 2
+
+
+def test_unknown_option(dirs):
+    assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-o", "colour=blue"), "colour")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_unmounts_cleanly(dirs, sig):
+    fs = Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd")
+    assert is_mounted(fs.mnt)
+    fs.proc.send_signal(sig)
+    assert fs.proc.wait(timeout=20) == 0
+    assert not is_mounted(fs.mnt) and not is_mounted(os.path.join(fs.mnt, ".prepfs"))
+    assert "stopped cleanly" in fs.log_text()
+    fs.stop()
+
+
+def test_background_mode_returns_once_mounted(dirs):
+    res = run(dirs / "src", dirs / "mnt", "-o", f"ssd_dir={dirs}/ssd")
+    try:
+        assert res.returncode == 0, res.stderr
+        assert is_mounted(str(dirs / "mnt"))  # mounted and answering when the command returns
+        assert open(dirs / "mnt" / "raw" / "x").read() == "x"
+        pid = int(subprocess.run(["pgrep", "-f", f"{PREPFS_BIN} {dirs}/src"], capture_output=True,
+                                 text=True).stdout.split()[0])
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not is_mounted(str(dirs / "mnt")), what="background daemon to unmount")
+    finally:
+        force_unmount(str(dirs / "mnt") + "/.prepfs")
+        force_unmount(str(dirs / "mnt"))
+
+
+def test_background_mode_reports_errors(dirs):
+    res = run(dirs / "src", dirs / "nomnt", "-o", f"ssd_dir={dirs}/ssd")
+    assert res.returncode == 1
+    assert "nomnt" in res.stderr
+
+
+def test_config_file_and_override(dirs):
+    conf = dirs / "p.conf"
+    conf.write_text(f"source = {dirs}/src\nmountpoint = {dirs}/mnt\nram = 8M\nssd_dir = {dirs}/ssd\n")
+    proc = subprocess.Popen([PREPFS_BIN, "--config", str(conf), "-f", "-o", "ram=4M"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: os.path.exists(dirs / "mnt" / ".prepfs" / "stats"), what="mount")
+        import json
+        assert json.load(open(dirs / "mnt" / ".prepfs" / "stats"))["ram"]["budget"] == 4 * 2**20
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        force_unmount(str(dirs / "mnt"))
+
+
+def test_second_mount_of_same_cache_is_refused(dirs):
+    (dirs / "mnt2").mkdir()
+    with Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd"):
+        assert_one_clear_line(run(dirs / "src", dirs / "mnt2", "-f", "-o", f"ssd_dir={dirs}/ssd"), "in use")
