@@ -76,8 +76,16 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   auto need_value = [&] {
     if (!has_value || value.empty()) throw Error(EINVAL, "option " + std::string(key) + " needs a value");
   };
-  if (key == "ram") { need_value(); o.ram_bytes = parse_size(value); }
-  else if (key == "ssd") { need_value(); o.ssd_bytes = parse_size(value); }
+  auto size = [&] {
+    need_value();
+    try {
+      return parse_size(value);
+    } catch (const Error& e) {
+      throw Error(EINVAL, "option " + std::string(key) + ": " + e.what());
+    }
+  };
+  if (key == "ram") o.ram_bytes = size();
+  else if (key == "ssd") o.ssd_bytes = size();
   else if (key == "ssd_dir") { need_value(); o.ssd_dir = std::string(value); }
   else if (key == "eviction") {
     need_value();
