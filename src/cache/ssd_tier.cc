@@ -319,6 +319,14 @@ void SsdTier::write_entry(const Job& job) {
   }
 }
 
+void SsdTier::erase(const CacheKey& key) {
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.count(key) || !index_.remove(key)) return;  // a pending write lands; LRU ages it out
+  }
+  unlink_keys({key});
+}
+
 void SsdTier::clear() {
   flush();
   std::vector<CacheKey> keys;

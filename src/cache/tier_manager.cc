@@ -52,6 +52,16 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
   }
 }
 
+ChunkRef TierManager::lookup(const CacheKey& key) {
+  if (ChunkRef hit = ram_->get(key)) return hit;
+  return ssd_ ? ssd_->get(key) : nullptr;
+}
+
+void TierManager::erase(const CacheKey& key) {
+  ram_->erase(key);
+  if (ssd_) ssd_->erase(key);
+}
+
 void TierManager::evict_all() {
   ram_->clear();
   if (ssd_) ssd_->clear();

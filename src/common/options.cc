@@ -66,6 +66,13 @@ const std::vector<OptionDoc>& option_docs() {
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
+      {"decoded_format", "FORMAT", "ppm (default) or npy: the file format of decoded/ and augmented/"},
+      {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
+      {"seed", "N", "seed of the augmented variants (default 0)"},
+      {"aug_reuse", "N", "serve each augmented variant N times before making a new one (default 1)"},
+      {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
+      {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
+      {"fast_paths", "BOOL", "crop decode and DCT scaling for augmented/ (default 1)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -101,6 +108,21 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     if (std::none_of(std::begin(levels), std::end(levels), [&](const char* l) { return value == l; }))
       throw bad_value(key, value, "expected trace, debug, info, warn, error or off");
     o.log_level = std::string(value);
+  }
+  else if (key == "decoded_format") {
+    need_value();
+    if (value != "ppm" && value != "npy") throw bad_value(key, value, "expected ppm or npy");
+    o.decoded_format = std::string(value);
+  }
+  else if (key == "augment") { need_value(); o.augment = std::string(value); }
+  else if (key == "seed") { need_value(); o.seed = parse_count(key, value, 0, 4294967295u); }
+  else if (key == "aug_reuse") { need_value(); o.aug_reuse = parse_count(key, value, 1, 1000000); }
+  else if (key == "cpu") { need_value(); o.cpu = parse_count(key, value, 0, 1024); }
+  else if (key == "max_pixels") { need_value(); o.max_pixels = parse_count(key, value, 1, 4294967295u); }
+  else if (key == "fast_paths") {
+    need_value();
+    if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
+    o.fast_paths = value == "1";
   }
   else if (key == "allow_other") o.allow_other = true;
   else if (key == "debug") { o.debug_fuse = true; o.foreground = true; }

@@ -22,8 +22,10 @@ int64_t now_ns() {
 
 }  // namespace
 
-DataFs::DataFs(Source& source, Tree tree, TierManager& cache, const DataFsConfig& cfg)
-    : source_(source), tree_(std::move(tree)), cache_(cache), cfg_(cfg), mount_time_ns_(now_ns()) {
+DataFs::DataFs(Source& source, Tree& tree, TierManager& cache, SampleRenderer* renderer, const DataFsConfig& cfg)
+    : source_(source), tree_(tree), cache_(cache), renderer_(renderer),
+      cfg_(cfg), mount_time_ns_(now_ns()) {
+  if (renderer_) names_ = std::make_unique<ImageNames>(tree_, transform::extension(renderer_->config().format));
   if (cfg_.metadata_ttl >= 0) {
     validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
     for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
@@ -32,9 +34,16 @@ DataFs::DataFs(Source& source, Tree tree, TierManager& cache, const DataFsConfig
 
 double DataFs::timeout() const { return cfg_.metadata_ttl < 0 ? kImmutableTimeout : cfg_.metadata_ttl; }
 
+std::pair<DataFs::View, uint32_t> DataFs::node_of(uint64_t ino) const {
+  uint64_t view = ino >> 32, node = ino & 0xffffffffu;
+  if ((view != kRaw && !(view == kDecoded && names_)) || node >= tree_.size()) throw Error(ENOENT, "no such inode");
+  return {static_cast<View>(view), static_cast<uint32_t>(node)};
+}
+
 uint32_t DataFs::raw_node(uint64_t ino) const {
-  if ((ino >> 32) != 1 || (ino & 0xffffffffu) >= tree_.size()) throw Error(ENOENT, "no such inode");
-  return static_cast<uint32_t>(ino & 0xffffffffu);
+  auto [view, node] = node_of(ino);
+  if (view != kRaw) throw Error(ENOENT, "no such inode");
+  return node;
 }
 
 Attr DataFs::dir_attr(uint64_t ino) const {
@@ -47,14 +56,18 @@ Attr DataFs::dir_attr(uint64_t ino) const {
   return a;
 }
 
-Attr DataFs::node_attr(uint32_t id) {
+Attr DataFs::node_attr(View view, uint32_t id) {
   maybe_revalidate(id, false);
   const Node& n = tree_.node(id);
   FileVersion v = tree_.version(id);
   Attr a;
-  a.ino = raw_ino(id);
+  a.ino = ino_of(view, id);
   a.mode = n.mode;
   a.size = S_ISDIR(n.mode) ? 0 : v.size;
+  if (view == kDecoded && S_ISREG(n.mode)) {
+    a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
+    a.size = renderer_->decoded_size(id);
+  }
   a.mtime_ns = v.mtime_ns;
   a.nlink = S_ISDIR(n.mode) ? 2 : 1;
   a.timeout = timeout();
@@ -85,36 +98,48 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
 }
 
 Attr DataFs::getattr(uint64_t ino) {
-  if (ino == kRootIno || ino == kControlDirIno) return dir_attr(ino);
-  return node_attr(raw_node(ino));
+  if (ino == kRootIno || ino == kControlDirIno || ino == kAugmentedDirIno) return dir_attr(ino);
+  auto [view, node] = node_of(ino);
+  return node_attr(view, node);
 }
 
 Attr DataFs::lookup(uint64_t parent, std::string_view name) {
   if (parent == kRootIno) {
-    if (name == kRawDirName) return node_attr(Tree::kRoot);
+    if (name == kRawDirName) return node_attr(kRaw, Tree::kRoot);
+    if (name == kDecodedDirName && names_) return node_attr(kDecoded, Tree::kRoot);
     if (name == kControlDirName) return dir_attr(kControlDirIno);
+    if (name == kAugmentedDirName && names_) return dir_attr(kAugmentedDirIno);
     throw Error(ENOENT, "no such entry");
   }
-  if (parent == kControlDirIno) throw Error(ENOENT, "no such entry");
-  auto child = tree_.lookup(raw_node(parent), name);
+  if (parent == kControlDirIno || parent == kAugmentedDirIno) throw Error(ENOENT, "no such entry");
+  auto [view, dir] = node_of(parent);
+  auto child = view == kRaw ? tree_.lookup(dir, name) : names_->lookup(dir, name);
   if (!child) throw Error(ENOENT, "no such entry");
-  return node_attr(*child);
+  return node_attr(view, *child);
 }
 
 void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
-  // Offsets: 0 is ".", 1 is "..", 2 + i is the i-th child.
+  // Offsets: 0 is ".", 1 is "..", 2 + i is the i-th entry (for tree directories, the i-th child
+  // of the source directory; children a view hides are skipped but keep their offsets).
   uint64_t parent_ino;
   std::vector<std::pair<std::string_view, Attr>> fixed;
   uint32_t first = 0, count = 0;
+  View view = kRaw;
   if (ino == kRootIno) {
     parent_ino = kRootIno;
-    fixed = {{kRawDirName, node_attr(Tree::kRoot)}, {kControlDirName, dir_attr(kControlDirIno)}};
-  } else if (ino == kControlDirIno) {
+    fixed = {{kControlDirName, dir_attr(kControlDirIno)}};
+    if (names_) {
+      fixed.push_back({kAugmentedDirName, dir_attr(kAugmentedDirIno)});
+      fixed.push_back({kDecodedDirName, node_attr(kDecoded, Tree::kRoot)});
+    }
+    fixed.push_back({kRawDirName, node_attr(kRaw, Tree::kRoot)});
+  } else if (ino == kControlDirIno || ino == kAugmentedDirIno) {
     parent_ino = kRootIno;
   } else {
-    uint32_t id = raw_node(ino);
+    auto [v, id] = node_of(ino);
+    view = v;
     if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
-    parent_ino = id == Tree::kRoot ? kRootIno : raw_ino(tree_.node(id).parent);
+    parent_ino = id == Tree::kRoot ? kRootIno : ino_of(view, tree_.node(id).parent);
     first = tree_.node(id).first_child;
     count = tree_.node(id).nchildren;
   }
@@ -126,7 +151,9 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
     else if (off - 2 < fixed.size()) more = emit(fixed[off - 2].first, fixed[off - 2].second, off + 1);
     else {
       uint32_t child = first + static_cast<uint32_t>(off - 2 - fixed.size());
-      more = emit(tree_.name(child), node_attr(child), off + 1);
+      if (view == kRaw) more = emit(tree_.name(child), node_attr(kRaw, child), off + 1);
+      else if (names_->visible(child)) more = emit(names_->name(child), node_attr(view, child), off + 1);
+      else more = true;
     }
     if (!more) return;
   }
@@ -140,17 +167,33 @@ std::string DataFs::readlink(uint64_t ino) {
 
 OpenReply DataFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
-  uint32_t id = raw_node(ino);
+  uint32_t id = node_of(ino).second;
   if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
   OpenReply r;
-  r.keep_cache = true;    // raw bytes of one version never change
+  r.keep_cache = true;    // raw and decoded bytes of one version never change
   r.needs_open = false;   // no per-open state: the kernel may stop sending OPEN at all
   return r;
 }
 
 std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
-  uint32_t id = raw_node(ino);
+  auto [view, id] = node_of(ino);
   if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  if (view == kRaw) return read_raw(id, off, size);
+  bump(counters_.reads);
+  ChunkRef c;
+  try {
+    c = renderer_->decoded(id);
+  } catch (const Error&) {
+    bump(counters_.read_errors);
+    throw;
+  }
+  if (off >= c->size() || size == 0) return {};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(size, c->size() - off));
+  bump(counters_.read_bytes, n);
+  return {Slice{c, c->data() + off, n}};
+}
+
+std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   FileVersion v = tree_.version(id);
   std::vector<Slice> out;
   if (off >= v.size || size == 0) return out;

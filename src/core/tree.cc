@@ -144,7 +144,9 @@ void Tree::set_version(uint32_t id, const FileVersion& v) {
   std::atomic_ref<int64_t>(nodes_[id].mtime_ns).store(v.mtime_ns, std::memory_order_relaxed);
 }
 
-uint64_t Tree::memory_bytes() const { return nodes_.capacity() * sizeof(Node) + arena_.capacity(); }
+uint64_t Tree::memory_bytes() const {
+  return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims);
+}
 
 uint64_t Tree::file_count() const {
   return static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));

@@ -13,12 +13,13 @@
 #include <sstream>
 
 #include "prepfs/common/error.h"
+#include "prepfs/core/image_probe.h"
 
 namespace prepfs {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: image dimensions per node
 
 struct Header {
   char magic[8];
@@ -73,6 +74,9 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
     put(out, tree.nodes().data(), tree.nodes().size() * sizeof(Node));
     put(out, tree.arena().data(), tree.arena().size());
     put(out, dirs.data(), dirs.size() * sizeof(DirRecord));
+    std::vector<ImageDims> dims = tree.all_dims();
+    dims.resize(tree.size());
+    put(out, dims.data(), dims.size() * sizeof(ImageDims));
     uint64_t sum = XXH3_64bits_digest(&st);
     out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
     out.flush();
@@ -99,7 +103,8 @@ std::optional<Tree> load_tree(Source& source, const std::string& path) {
   std::memcpy(&h, data.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) return reject("unknown format");
   if (h.source_hash != source_hash(source)) return reject("it belongs to another source");
-  size_t need = sizeof h + h.node_count * sizeof(Node) + h.arena_size + h.dir_count * sizeof(DirRecord) + 8;
+  size_t need = sizeof h + h.node_count * sizeof(Node) + h.arena_size + h.dir_count * sizeof(DirRecord) +
+                h.node_count * sizeof(ImageDims) + 8;
   if (need != data.size() || h.node_count == 0) return reject("size mismatch");
 
   const char* p = data.data() + sizeof h;
@@ -116,12 +121,16 @@ std::optional<Tree> load_tree(Source& source, const std::string& path) {
     auto fp = source.dir_fingerprint(tree.path(r.node));
     if (!fp || !(*fp == r.fp)) return reject("a directory changed");
   }
+  std::vector<ImageDims> dims(h.node_count);
+  std::memcpy(dims.data(), p + h.dir_count * sizeof(DirRecord), h.node_count * sizeof(ImageDims));
+  tree.set_all_dims(std::move(dims));
   return tree;
 }
 
 TreeLoad load_or_scan_tree(Source& source, const std::string& path) {
   if (auto tree = load_tree(source, path)) return TreeLoad{std::move(*tree), true};
   TreeLoad out{Tree::scan(source), false};
+  probe_images(out.tree, source, 16);
   try {
     save_tree(out.tree, source, path);
   } catch (const Error& e) {

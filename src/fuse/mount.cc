@@ -16,12 +16,16 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
 #include "prepfs/common/size.h"
+#include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
 #include "prepfs/core/stats_json.h"
+#include "prepfs/core/sample_renderer.h"
 #include "prepfs/core/tree_store.h"
 #include "prepfs/fuse/session.h"
 #include "prepfs/source/posix_source.h"
+#include "prepfs/transform/error.h"
+#include "prepfs/transform/pipeline_spec.h"
 
 namespace prepfs {
 namespace {
@@ -102,11 +106,15 @@ class RunningMount final : public Mount {
       throw Error(e.err(), "ssd_dir " + opts_.ssd_dir + " is not usable: " + e.what());
     }
 
+    tree_ = std::make_unique<Tree>(std::move(loaded.tree));
+    renderer_ = std::make_unique<SampleRenderer>(*source_, *tree_, *cache_, render_config());
     DataFsConfig dc;
     dc.metadata_ttl = opts_.metadata_ttl;
-    data_fs_ = std::make_unique<DataFs>(*source_, std::move(loaded.tree), *cache_, dc);
+    data_fs_ = std::make_unique<DataFs>(*source_, *tree_, *cache_, renderer_.get(), dc);
+    double timeout = opts_.metadata_ttl < 0 ? 86400.0 : opts_.metadata_ttl;
+    augmented_fs_ = std::make_unique<AugmentedFs>(*tree_, *renderer_, opts_.aug_reuse, timeout);
     control_fs_ = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
-        {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_); }},
+        {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_, renderer_.get()); }},
     });
 
     SessionConfig main_cfg;
@@ -120,6 +128,12 @@ class RunningMount final : public Mount {
     main_ = std::make_unique<FuseSession>(*data_fs_, main_cfg);
     data_fs_->set_invalidator([this](uint64_t ino) { main_->invalidate(ino); });
 
+    SessionConfig aug_cfg = main_cfg;
+    aug_cfg.mountpoint = mountpoint_ + "/" + DataFs::kAugmentedDirName;
+    aug_cfg.fsname = opts_.source + ":augmented";
+    aug_cfg.skip_open = false;  // every open picks the next variant
+    augmented_ = std::make_unique<FuseSession>(*augmented_fs_, aug_cfg);
+
     SessionConfig ctl_cfg = main_cfg;
     ctl_cfg.mountpoint = mountpoint_ + "/" + DataFs::kControlDirName;
     ctl_cfg.fsname = "prepfs-control";
@@ -129,7 +143,9 @@ class RunningMount final : public Mount {
     control_ = std::make_unique<FuseSession>(*control_fs_, ctl_cfg);
 
     main_->mount();
-    main_->start();  // must answer before the nested mount can look up .prepfs
+    main_->start();  // must answer before the nested mounts can look up their directories
+    augmented_->mount();
+    augmented_->start();
     control_->mount();
     control_->start();
 
@@ -141,6 +157,7 @@ class RunningMount final : public Mount {
 
   void stop() override {
     if (control_) control_->stop();
+    if (augmented_) augmented_->stop();
     if (main_) main_->stop();
     if (cache_) cache_->flush();
   }
@@ -148,8 +165,27 @@ class RunningMount final : public Mount {
   ~RunningMount() override {
     stop();
     control_.reset();
+    augmented_.reset();
     main_.reset();
     if (lock_fd_ >= 0) ::close(lock_fd_);
+  }
+
+  // The pipeline options, checked: a bad spec is a usage error reported at mount time.
+  RenderConfig render_config() const {
+    RenderConfig rc;
+    rc.format = *transform::parse_output_format(opts_.decoded_format);
+    try {
+      rc.spec = transform::PipelineSpec::parse(opts_.augment.empty() ? transform::kDefaultAugmentSpec : opts_.augment);
+    } catch (const transform::SpecError& e) {
+      throw Error(EINVAL, std::string("option augment: ") + e.what());
+    }
+    rc.augment.limits.max_pixels = opts_.max_pixels;
+    rc.augment.fast.crop_decode = opts_.fast_paths;
+    rc.augment.fast.dct_scale = opts_.fast_paths;
+    rc.seed = opts_.seed;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    rc.cpu = opts_.cpu ? opts_.cpu : static_cast<unsigned>(std::max(1L, cores));
+    return rc;
   }
 
   std::string summary() const override {
@@ -165,9 +201,12 @@ class RunningMount final : public Mount {
   bool index_reused_ = false;
   std::unique_ptr<Source> source_;
   std::unique_ptr<TierManager> cache_;
+  std::unique_ptr<Tree> tree_;
+  std::unique_ptr<SampleRenderer> renderer_;
   std::unique_ptr<DataFs> data_fs_;
+  std::unique_ptr<AugmentedFs> augmented_fs_;
   std::unique_ptr<ControlFs> control_fs_;
-  std::unique_ptr<FuseSession> main_, control_;
+  std::unique_ptr<FuseSession> main_, augmented_, control_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE and size_t
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,7 @@ void src_skip(j_decompress_ptr d, long n) {
 }
 void src_term(j_decompress_ptr) {}
 
+// libjpeg calls this as it reads each part of the input; it enforces DecodeLimits::max_scans.
 void on_progress(j_common_ptr c) {
     if (!c->is_decompressor) return;
     auto* d = reinterpret_cast<j_decompress_ptr>(c);
@@ -201,6 +203,18 @@ std::pair<int, int> JpegReader::scaled_size(int scale_eighths) const {
 }
 
 DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region) {
+    return decode_impl(scale_eighths, region, {});
+}
+
+void JpegReader::decode_into(std::span<std::uint8_t> rgb) {
+    if (rgb.size() < std::size_t{s_->info.width} * s_->info.height * 3) {
+        throw std::length_error("JpegReader::decode_into: buffer too small");
+    }
+    decode_impl(8, std::nullopt, rgb);
+}
+
+DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> region,
+                                      std::span<std::uint8_t> dest) {
     State& s = *s_;
     if (s.used) throw DecodeError(Kind::kCorrupt, "JpegReader::decode called twice");
     s.used = true;
@@ -252,11 +266,16 @@ DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region) 
     out.frame_height = fh;
     const int w = static_cast<int>(ci.output_width);  // after cropping
     const int h = y1 - y0;
-    out.image = Image(w, h);
+    // Either the caller's buffer (whole frame, checked by decode_into) or a new image.
+    std::uint8_t* rgb = dest.data();
+    if (rgb == nullptr) {
+        out.image = Image(w, h);
+        rgb = out.image.pixels.data();
+    }
 
     // libjpeg writes whole output rows; CMYK needs 4 bytes per pixel, converted afterwards.
     std::vector<std::uint8_t> cmyk_buf;
-    std::uint8_t* base = out.image.pixels.data();
+    std::uint8_t* base = rgb;
     std::size_t row_bytes = static_cast<std::size_t>(w) * 3;
     if (cmyk) {
         row_bytes = static_cast<std::size_t>(w) * 4;
@@ -285,7 +304,7 @@ DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region) 
         throw DecodeError(Kind::kTruncated, "no EOI marker after the scan data");
     }
     if (cmyk) {
-        cmyk_inverted_to_rgb(cmyk_buf.data(), out.image.pixels.data(),
+        cmyk_inverted_to_rgb(cmyk_buf.data(), rgb,
                              static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
     }
     return out;

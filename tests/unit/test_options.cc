@@ -106,7 +106,9 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
     Options o;
     std::string value = std::string(d.value).empty() ? "" : (std::string(d.value) == "SIZE" ? "1G"
                         : std::string(d.value) == "SECONDS" ? "5" : std::string(d.value) == "N" ? "8"
-                        : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn" : "/x");
+                        : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn"
+                        : std::string(d.value) == "FORMAT" ? "npy" : std::string(d.value) == "BOOL" ? "0"
+                        : std::string(d.value) == "SPEC" ? "resize(256);center_crop(224)" : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
 }

@@ -99,7 +99,8 @@ TEST(DataFs, ReadsEveryByteThroughTheCacheWithoutFuse) {
   make_tree(d);
   PosixSource src(d / "src");
   TierManager cache(CacheConfig{64 << 20, 64 << 20, d / "ssd", "lru"});
-  DataFs fs(src, Tree::scan(src), cache, DataFsConfig{});
+  Tree tree = Tree::scan(src);
+  DataFs fs(src, tree, cache, nullptr, DataFsConfig{});
   Attr raw = fs.lookup(DataFs::kRootIno, "raw");
   Attr b = fs.lookup(raw.ino, "b");
   Attr f = fs.lookup(fs.lookup(fs.lookup(b.ino, "deep").ino, "er").ino, "f.bin");
@@ -125,7 +126,8 @@ TEST(DataFs, ChangedSourceFileIsRevalidatedNotServedStale) {
   TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
   DataFsConfig cfg;
   cfg.metadata_ttl = 0;  // revalidate on every lookup
-  DataFs fs(src, Tree::scan(src), cache, cfg);
+  Tree tree = Tree::scan(src);
+  DataFs fs(src, tree, cache, nullptr, cfg);
   std::vector<uint64_t> invalidated;
   fs.set_invalidator([&](uint64_t ino) { invalidated.push_back(ino); });
   Attr raw = fs.lookup(DataFs::kRootIno, "raw");
@@ -145,7 +147,8 @@ TEST(DataFs, FileChangedBehindAnImmutableIndexGivesEioNotMixedBytes) {
   make_tree(d);
   PosixSource src(d / "src");
   TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
-  DataFs fs(src, Tree::scan(src), cache, DataFsConfig{});
+  Tree tree = Tree::scan(src);
+  DataFs fs(src, tree, cache, nullptr, DataFsConfig{});
   Attr top = fs.lookup(fs.lookup(DataFs::kRootIno, "raw").ino, "top.txt");
   d.write("src/top.txt", "changed!");
   try {

@@ -46,6 +46,7 @@ class SsdTier {
   ChunkRef get(const CacheKey& key);  // null on a miss, and on a corrupt entry (then removed)
   // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
   bool put_async(const CacheKey& key, ChunkRef chunk, Form form);
+  void erase(const CacheKey& key);
   void flush();  // waits until the queue is empty
   void clear();  // removes every entry
 

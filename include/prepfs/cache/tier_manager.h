@@ -44,6 +44,10 @@ class TierManager {
   // to every waiter; nothing is admitted then.
   ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill);
 
+  // The chunk if a tier holds it (RAM, then SSD), without filling or admitting anything.
+  ChunkRef lookup(const CacheKey& key);
+  void erase(const CacheKey& key);  // from both tiers
+
   void evict_all();  // both tiers
   void flush();      // waits for queued SSD writes
 

@@ -24,6 +24,15 @@ struct Options {
   bool debug_fuse = false;                 // -d / -o debug: libfuse request trace
   bool allow_other = false;                // allow_other (FUSE)
 
+  // decoded/ and augmented/ views
+  std::string decoded_format = "ppm";      // decoded_format= ppm | npy (both views)
+  std::string augment;                     // augment=   pipeline spec; empty: the default
+  uint64_t seed = 0;                       // seed=      variant k of a file = f(seed, path, k)
+  unsigned aug_reuse = 1;                  // aug_reuse= serve each augmented variant N times
+  unsigned cpu = 0;                        // cpu=       cores for transforms; 0: all
+  uint64_t max_pixels = 100'000'000;       // max_pixels= refuse larger images (EIO)
+  bool fast_paths = true;                  // fast_paths= crop decode + DCT scaling for augmented/
+
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;
 };

@@ -1,7 +1,9 @@
 // The main tree of a mount:
 //   /            the mount root
-//   /raw/...     byte-identical mirror of the source, served through the cache tiers
-//   /.prepfs     an empty directory; the control session (control_fs) is mounted over it
+//   /raw/...       byte-identical mirror of the source, served through the cache tiers
+//   /decoded/...   every JPEG as X.ppm (or .npy), decoded exactly as PIL does; cached
+//   /augmented     an empty directory; the augmented session (augmented_fs) is mounted over it
+//   /.prepfs       an empty directory; the control session (control_fs) is mounted over it
 // Inode numbers encode the view in the high 32 bits and the tree node in the low 32 bits, so
 // lookups need no table and inode numbers are stable for the life of the mount.
 #pragma once
@@ -14,6 +16,8 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/core/filesystem.h"
+#include "prepfs/core/image_names.h"
+#include "prepfs/core/sample_renderer.h"
 #include "prepfs/core/tree.h"
 #include "prepfs/source/source.h"
 
@@ -36,10 +40,14 @@ class DataFs final : public Filesystem {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr uint64_t kControlDirIno = 2;
+  static constexpr uint64_t kAugmentedDirIno = 3;
   static constexpr const char* kControlDirName = ".prepfs";
+  static constexpr const char* kAugmentedDirName = "augmented";
   static constexpr const char* kRawDirName = "raw";
+  static constexpr const char* kDecodedDirName = "decoded";
 
-  DataFs(Source& source, Tree tree, TierManager& cache, const DataFsConfig& cfg);
+  // renderer may be null: then decoded/ is not offered (tests of raw/ alone).
+  DataFs(Source& source, Tree& tree, TierManager& cache, SampleRenderer* renderer, const DataFsConfig& cfg);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -56,18 +64,25 @@ class DataFs final : public Filesystem {
 
   const Tree& tree() const { return tree_; }
   const DataFsCounters& counters() const { return counters_; }
-  static uint64_t raw_ino(uint32_t node) { return (uint64_t(1) << 32) | node; }
+  enum View : uint64_t { kRaw = 1, kDecoded = 2 };
+  static uint64_t ino_of(View v, uint32_t node) { return (uint64_t(v) << 32) | node; }
+  static uint64_t raw_ino(uint32_t node) { return ino_of(kRaw, node); }
 
  private:
-  uint32_t raw_node(uint64_t ino) const;  // throws ENOENT for a non-raw inode
-  Attr node_attr(uint32_t id);
+  // Splits a tree inode into (view, node); throws ENOENT for anything else.
+  std::pair<View, uint32_t> node_of(uint64_t ino) const;
+  uint32_t raw_node(uint64_t ino) const;  // throws ENOENT unless a raw/ inode
+  Attr node_attr(View v, uint32_t id);
+  std::vector<Slice> read_raw(uint32_t id, uint64_t off, size_t size);
   Attr dir_attr(uint64_t ino) const;
   void maybe_revalidate(uint32_t id, bool force);
   double timeout() const;
 
   Source& source_;
-  Tree tree_;
+  Tree& tree_;  // owned by the mount; revalidation updates file versions
   TierManager& cache_;
+  SampleRenderer* renderer_;
+  std::unique_ptr<ImageNames> names_;
   DataFsConfig cfg_;
   DataFsCounters counters_;
   std::function<void(uint64_t)> invalidate_;

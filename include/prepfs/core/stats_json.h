@@ -9,6 +9,6 @@
 
 namespace prepfs {
 
-std::string render_stats_json(TierManager& cache, Source& source, const DataFs& fs);
+std::string render_stats_json(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer);
 
 }  // namespace prepfs

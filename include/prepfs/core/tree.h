@@ -27,6 +27,13 @@ struct Node {
 };
 static_assert(sizeof(Node) == 40);
 
+// Image dimensions of a file, from its header; {0, 0} for anything that is not a servable JPEG.
+struct ImageDims {
+  uint32_t width = 0;
+  uint32_t height = 0;
+  bool is_image() const { return width != 0 && height != 0; }
+};
+
 class Tree {
  public:
   static constexpr uint32_t kRoot = 0;
@@ -46,6 +53,16 @@ class Tree {
   FileVersion version(uint32_t id) const;
   void set_version(uint32_t id, const FileVersion& v);
 
+  // Image dimensions, filled by probe_images() (core/image_probe.h). Empty until probed.
+  ImageDims dims(uint32_t id) const { return id < dims_.size() ? dims_[id] : ImageDims{}; }
+  void set_dims(uint32_t id, ImageDims d) {
+    if (dims_.size() != nodes_.size()) dims_.resize(nodes_.size());
+    dims_[id] = d;
+  }
+  bool probed() const { return dims_.size() == nodes_.size(); }
+  const std::vector<ImageDims>& all_dims() const { return dims_; }
+  void set_all_dims(std::vector<ImageDims> d) { dims_ = std::move(d); }
+
   uint64_t memory_bytes() const;  // what the index costs in RAM
   uint64_t file_count() const;
 
@@ -57,6 +74,7 @@ class Tree {
  private:
   std::vector<Node> nodes_;
   std::string arena_;
+  std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
 };
 
 }  // namespace prepfs

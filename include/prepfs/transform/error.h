@@ -6,22 +6,19 @@
 // produced", while raw/ still serves the bytes. The Kind says why, for the one log line.
 // Spec errors are EINVAL: they come from a bad option, not from a bad file.
 //
-// TODO(unify): derive TransformError from prepfs::Error (include/prepfs/common/error.h) once it
-// exists; the interface (err()) is already the same.
+// TransformError is a prepfs::Error, so errno_of() maps it like any other core error.
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
+#include "prepfs/common/error.h"
+
 namespace prepfs::transform {
 
-class TransformError : public std::runtime_error {
+class TransformError : public prepfs::Error {
 public:
-    TransformError(int err, const std::string& msg) : std::runtime_error(msg), err_(err) {}
-    int err() const noexcept { return err_; }
-
-private:
-    int err_;
+    TransformError(int err, const std::string& msg) : prepfs::Error(err, msg) {}
 };
 
 class DecodeError : public TransformError {

@@ -83,9 +83,16 @@ public:
     // that the file has an EOI marker after its first scan, so truncated files still fail.
     DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt);
 
+    // The exact full-size decode, written straight into rgb (at least width*height*3 bytes,
+    // rows packed): lets the decoded/ view write pixels into its output file buffer, after the
+    // PPM/NPY header, without an intermediate image. Same once-per-reader rule.
+    void decode_into(std::span<std::uint8_t> rgb);
+
     struct State;  // libjpeg state; opaque (defined in jpeg_decode.cc)
 
 private:
+    DecodedRegion decode_impl(int scale_eighths, std::optional<Rect> region,
+                              std::span<std::uint8_t> dest);
     std::unique_ptr<State> s_;
 };
 

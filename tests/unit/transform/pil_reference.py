@@ -18,6 +18,7 @@ MANIFEST lines (space separated):
   resizebox NAME X0 Y0 X1 Y1 OW OH REF PIL: resize((OW, OH), BILINEAR, box=(X0, Y0, X1, Y1))
   tvbox W H I J BH BW DRAWS...         torchvision RandomResizedCrop.get_params on a W x H image
   tvaug NAME REF DRAWS...              RandomResizedCrop(224) + RandomHorizontalFlip() output
+  tvspec NAME SPEC REF                 deterministic torchvision transform equivalent to SPEC
 DRAWS are u:VALUE (a uniform draw, Python repr) and i:VALUE (torch.randint), in call order.
 """
 import io
@@ -251,6 +252,20 @@ def write_torchvision(out):
             with open(os.path.join(out, ref), "wb") as f:
                 f.write(np.asarray(res).tobytes())
             man.append(f"tvaug {name} {ref} {draws_text(log)}")
+    # Deterministic ops: our spec text next to the torchvision transform it stands for.
+    det = [("resize(256);center_crop(224)", TT.Compose([TT.Resize(256), TT.CenterCrop(224)])),
+           ("center_crop(400x300)", TT.CenterCrop((400, 300))),  # pads small images with 0
+           ("resize(100x50)", TT.Resize((100, 50))),
+           ("resize(7)", TT.Resize(7)),
+           ("center_crop(31)", TT.CenterCrop(31))]
+    for name in ("rgb420", "rgb422", "gray", "tall", "wide", "small17x9", "tiny2x3"):
+        im = Image.open(os.path.join(out, name + ".jpg")).convert("RGB")
+        for spec, t in det:
+            ref = f"tv{n}.rgb"
+            n += 1
+            with open(os.path.join(out, ref), "wb") as f:
+                f.write(np.asarray(t(im)).tobytes())
+            man.append(f"tvspec {name} {spec} {ref}")
     with open(os.path.join(out, "MANIFEST_TV"), "w") as f:
         f.write("\n".join(man) + "\n")
 

@@ -10,6 +10,7 @@
 #include "prepfs/transform/jpeg_decode.h"
 #include "prepfs/transform/jpeg_header.h"
 #include "prepfs/transform/pipeline_spec.h"
+#include "prepfs/transform/render.h"
 #include "prepfs/transform/resample.h"
 
 #include "test_util.h"
@@ -208,6 +209,7 @@ TEST(PilReference, PpmAndNpyBytesEqualPilAndNumpy) {
         const auto np_npy = read_file(dir + "/" + t[1] + ".npy");
         EXPECT_TRUE(ppm == pil_ppm) << "PPM vs PIL's: " << first_diff(ppm, pil_ppm);
         EXPECT_TRUE(npy == np_npy) << "NPY vs numpy.save: " << first_diff(npy, np_npy);
+        EXPECT_TRUE(render_decoded(jpeg_of(dir, t[1]), OutputFormat::kPpm) == pil_ppm);
         EXPECT_EQ(encoded_size(OutputFormat::kPpm, img.width, img.height), pil_ppm.size());
         EXPECT_EQ(encoded_size(OutputFormat::kNpy, img.width, img.height), np_npy.size());
         // For the round trip through PIL.open / numpy.load done by the script afterwards.
@@ -340,6 +342,28 @@ TEST(TorchvisionReference, DefaultPipelineEqualsTorchvisionOnPil) {
     }
     EXPECT_GE(n, 100);
     std::printf("default augment vs torchvision: %d outputs byte-identical\n", n);
+}
+
+TEST(TorchvisionReference, DeterministicOpsEqualTorchvision) {
+    REQUIRE_FIXTURES();
+    int n = 0;
+    for (const auto& t : manifest(dir, "MANIFEST_TV")) {
+        if (t[0] != "tvspec") continue;
+        const auto data = jpeg_of(dir, t[1]);
+        const auto ref = read_file(dir + "/" + t[3]);
+        const PipelineSpec spec = PipelineSpec::parse(t[2]);
+        for (const bool crop : {false, true}) {
+            Rng rng(0);  // unused: these ops draw nothing
+            AugmentOptions o;
+            o.fast.crop_decode = crop;
+            const Image out = augment_jpeg(data, spec, rng, o);
+            EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << (crop ? " crop_decode" : "")
+                                           << ": " << first_diff(out.pixels, ref);
+        }
+        ++n;
+    }
+    EXPECT_GE(n, 30);
+    std::printf("resize/center_crop vs torchvision: %d outputs byte-identical\n", n);
 }
 
 }  // namespace

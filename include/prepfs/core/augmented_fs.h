@@ -1,0 +1,48 @@
+// augmented/: every image of the source as its augmented output, a new variant per open.
+// Served by its own FUSE session (mounted at MNT/augmented) because each open must reach the
+// daemon: open k of a file is assigned variant k / aug_reuse, the handle holds that variant's
+// bytes, and reads bypass the page cache, so no reader ever sees an older variant or a mix of two.
+// Inodes: node id + 1 (the session's root, inode 1, is the source root).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "prepfs/core/filesystem.h"
+#include "prepfs/core/image_names.h"
+#include "prepfs/core/sample_renderer.h"
+#include "prepfs/core/tree.h"
+
+namespace prepfs {
+
+class AugmentedFs final : public Filesystem {
+ public:
+  AugmentedFs(const Tree& tree, SampleRenderer& renderer, unsigned aug_reuse, double timeout);
+
+  Attr getattr(uint64_t ino) override;
+  Attr lookup(uint64_t parent, std::string_view name) override;
+  void readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) override;
+  std::string readlink(uint64_t) override;
+  OpenReply open(uint64_t ino, int flags) override;
+  std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) override;
+  void release(uint64_t ino, uint64_t fh) override;
+  FsStat statfs() override;
+
+ private:
+  uint32_t node_of(uint64_t ino) const;
+  Attr attr(uint32_t node) const;
+
+  const Tree& tree_;
+  SampleRenderer& renderer_;
+  ImageNames names_;
+  unsigned aug_reuse_;
+  double timeout_;
+  std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
+  std::mutex mu_;
+  std::unordered_map<uint64_t, ChunkRef> handles_;
+  std::atomic<uint64_t> next_fh_{1};
+};
+
+}  // namespace prepfs

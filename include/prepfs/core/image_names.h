@@ -1,0 +1,38 @@
+// How the image views name and list files: source "a/x.JPEG" appears as "a/x.ppm" (or .npy);
+// non-images are not listed; directories keep their names. Shared by decoded/ (main session)
+// and augmented/ (its own session).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "prepfs/core/tree.h"
+
+namespace prepfs {
+
+class ImageNames {
+ public:
+  ImageNames(const Tree& tree, std::string extension) : tree_(tree), ext_(std::move(extension)) {}
+
+  // "x.JPEG" -> "x.ppm"; "x" -> "x.ppm"; "a.b.jpg" -> "a.b.ppm".
+  std::string output_name(std::string_view source_name) const;
+  // A child of dir listed in the view: a directory, or an image whose output name is name.
+  std::optional<uint32_t> lookup(uint32_t dir, std::string_view name) const;
+  // Whether node is visible in the view (directories always; files when they are images and
+  // no earlier sibling claims the same output name).
+  bool visible(uint32_t node) const;
+  // The name node has in the view.
+  std::string name(uint32_t node) const;
+  const std::string& extension() const { return ext_; }
+
+ private:
+  bool claims(uint32_t node, std::string_view stem) const;
+  std::optional<uint32_t> first_claimant(uint32_t dir, std::string_view stem) const;
+  const Tree& tree_;
+  std::string ext_;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,107 @@
+#include "prepfs/core/augmented_fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "prepfs/common/error.h"
+#include "prepfs/transform/encoders.h"
+
+namespace prepfs {
+
+AugmentedFs::AugmentedFs(const Tree& tree, SampleRenderer& renderer, unsigned aug_reuse, double timeout)
+    : tree_(tree), renderer_(renderer), names_(tree, transform::extension(renderer.config().format)),
+      aug_reuse_(std::max(1u, aug_reuse)), timeout_(timeout), opens_(new std::atomic<uint32_t>[tree.size()]) {
+  for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
+}
+
+uint32_t AugmentedFs::node_of(uint64_t ino) const {
+  if (ino == 0 || ino - 1 >= tree_.size()) throw Error(ENOENT, "no such inode");
+  return static_cast<uint32_t>(ino - 1);
+}
+
+Attr AugmentedFs::attr(uint32_t node) const {
+  const Node& n = tree_.node(node);
+  Attr a;
+  a.ino = node + 1;
+  a.mtime_ns = tree_.version(node).mtime_ns;
+  a.timeout = timeout_;
+  if (S_ISDIR(n.mode)) {
+    a.mode = n.mode;
+    a.nlink = 2;
+  } else {
+    a.mode = S_IFREG | (n.mode & 0444);
+    a.size = renderer_.augmented_size(node);  // every variant has the same size
+  }
+  return a;
+}
+
+Attr AugmentedFs::getattr(uint64_t ino) { return attr(node_of(ino)); }
+
+Attr AugmentedFs::lookup(uint64_t parent, std::string_view name) {
+  auto child = names_.lookup(node_of(parent), name);
+  if (!child) throw Error(ENOENT, "no such entry");
+  return attr(*child);
+}
+
+void AugmentedFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
+  uint32_t dir = node_of(ino);
+  if (!tree_.is_dir(dir)) throw Error(ENOTDIR, "not a directory");
+  const Node& d = tree_.node(dir);
+  for (uint64_t off = offset; off < 2 + uint64_t(d.nchildren); off++) {
+    bool more = true;
+    if (off == 0) more = emit(".", attr(dir), 1);
+    else if (off == 1) more = emit("..", attr(dir == Tree::kRoot ? dir : d.parent), 2);
+    else {
+      uint32_t child = d.first_child + static_cast<uint32_t>(off - 2);
+      if (names_.visible(child)) more = emit(names_.name(child), attr(child), off + 1);
+    }
+    if (!more) return;
+  }
+}
+
+std::string AugmentedFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }
+
+OpenReply AugmentedFs::open(uint64_t ino, int flags) {
+  if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
+  uint32_t node = node_of(ino);
+  if (!S_ISREG(tree_.node(node).mode)) throw Error(EISDIR, "not a regular file");
+  uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
+  uint32_t variant = n / aug_reuse_;
+  ChunkRef bytes = renderer_.augmented(node, variant);
+  // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
+  if (n % aug_reuse_ == aug_reuse_ - 1) renderer_.forget_augmented(node, variant);
+  OpenReply r;
+  r.fh = next_fh_++;
+  r.direct_io = true;  // never let the page cache hand out an older variant
+  std::lock_guard lock(mu_);
+  handles_[r.fh] = std::move(bytes);
+  return r;
+}
+
+std::vector<Slice> AugmentedFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
+  ChunkRef c;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(fh);
+    if (it == handles_.end()) throw Error(EBADF, "unknown handle");
+    c = it->second;
+  }
+  if (off >= c->size()) return {};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(size, c->size() - off));
+  return {Slice{c, c->data() + off, n}};
+}
+
+void AugmentedFs::release(uint64_t, uint64_t fh) {
+  std::lock_guard lock(mu_);
+  handles_.erase(fh);
+}
+
+FsStat AugmentedFs::statfs() {
+  FsStat s;
+  s.files = tree_.size();
+  return s;
+}
+
+}  // namespace prepfs

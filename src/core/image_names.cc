@@ -1,0 +1,58 @@
+#include "prepfs/core/image_names.h"
+
+#include <sys/stat.h>
+
+namespace prepfs {
+namespace {
+
+std::string_view stem_of(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
+}  // namespace
+
+std::string ImageNames::output_name(std::string_view source_name) const {
+  return std::string(stem_of(source_name)) + "." + ext_;
+}
+
+std::string ImageNames::name(uint32_t node) const {
+  std::string_view n = tree_.name(node);
+  return tree_.is_dir(node) ? std::string(n) : output_name(n);
+}
+
+bool ImageNames::claims(uint32_t node, std::string_view stem) const {
+  return S_ISREG(tree_.node(node).mode) && tree_.dims(node).is_image() && stem_of(tree_.name(node)) == stem;
+}
+
+// The first child of dir, in name order, whose output name has this stem. Children are sorted
+// by full name, so every name starting with stem is in one run from lower_bound(stem).
+std::optional<uint32_t> ImageNames::first_claimant(uint32_t dir, std::string_view stem) const {
+  const Node& d = tree_.node(dir);
+  uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (tree_.name(mid) < stem) lo = mid + 1;
+    else hi = mid;
+  }
+  for (uint32_t c = lo; c < d.first_child + d.nchildren && tree_.name(c).starts_with(stem); c++)
+    if (claims(c, stem)) return c;
+  return std::nullopt;
+}
+
+bool ImageNames::visible(uint32_t node) const {
+  if (tree_.is_dir(node)) return true;
+  // "x.jpg" and "x.jpeg" both map to "x.ppm": the first in name order wins, deterministically.
+  std::string_view stem = stem_of(tree_.name(node));
+  return claims(node, stem) && first_claimant(tree_.node(node).parent, stem) == node;
+}
+
+std::optional<uint32_t> ImageNames::lookup(uint32_t dir, std::string_view name) const {
+  if (!tree_.is_dir(dir)) return std::nullopt;
+  if (auto d = tree_.lookup(dir, name); d && tree_.is_dir(*d)) return d;
+  std::string suffix = "." + ext_;
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::nullopt;
+  return first_claimant(dir, name.substr(0, name.size() - suffix.size()));
+}
+
+}  // namespace prepfs

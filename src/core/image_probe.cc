@@ -1,0 +1,65 @@
+#include "prepfs/core/image_probe.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "prepfs/common/error.h"
+#include "prepfs/transform/jpeg_header.h"
+
+namespace prepfs {
+
+ImageDims probe_image(Source& source, const std::string& rel, const FileVersion& version) {
+  using transform::HeaderResult;
+  if (version.size < 4) return {};
+  size_t want = static_cast<size_t>(std::min<uint64_t>(version.size, transform::kHeaderProbeBytes));
+  std::vector<uint8_t> buf;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    buf.resize(want);
+    size_t n = source.read(rel, version, 0, buf.data(), want);
+    buf.resize(n);
+    if (attempt == 0 && !transform::looks_like_jpeg(buf)) return {};
+    HeaderResult h = transform::parse_jpeg_header(buf, n >= version.size);
+    switch (h.status) {
+      case HeaderResult::Status::kOk:
+        return ImageDims{h.info.width, h.info.height};
+      case HeaderResult::Status::kNeedMore:
+        // An APPn block (EXIF thumbnail, ICC profile) before the frame header: read up to it.
+        want = static_cast<size_t>(std::min<uint64_t>(version.size, std::max(h.need_bytes, want * 4)));
+        continue;
+      default:
+        spdlog::info("{}: not served in decoded/ and augmented/: {}", rel, h.message);
+        return {};
+    }
+  }
+  spdlog::info("{}: not served in decoded/ and augmented/: header too large", rel);
+  return {};
+}
+
+void probe_images(Tree& tree, Source& source, unsigned threads) {
+  std::vector<uint32_t> files;
+  for (uint32_t id = 0; id < tree.size(); id++)
+    if (S_ISREG(tree.node(id).mode) && tree.node(id).size > 0) files.push_back(id);
+  std::vector<ImageDims> dims(tree.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      uint32_t id = files[i];
+      try {
+        dims[id] = probe_image(source, tree.path(id), tree.version(id));
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: cannot read its header: {}", tree.path(id), e.what());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(files.size() / 8 + 1)));
+  for (unsigned t = 0; t < n; t++) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  tree.set_all_dims(std::move(dims));
+}
+
+}  // namespace prepfs
