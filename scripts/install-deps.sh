@@ -9,7 +9,7 @@ what=${1:-build}
 build_pkgs=(build-essential meson ninja-build pkg-config
   libfuse3-dev fuse3 liburing-dev libxxhash-dev libspdlog-dev libcli11-dev libgtest-dev
   libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev)
-test_pkgs=(python3 python3-pytest python3-pil python3-numpy attr groff-base)
+test_pkgs=(python3 python3-pytest python3-pil python3-numpy python3-torch python3-torchvision attr groff-base)
 bench_pkgs=(python3-matplotlib)
 
 pkgs=("${build_pkgs[@]}")

@@ -72,7 +72,8 @@ const std::vector<OptionDoc>& option_docs() {
       {"aug_reuse", "N", "serve each augmented variant N times before making a new one (default 1)"},
       {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
-      {"fast_paths", "BOOL", "crop decode and DCT scaling for augmented/ (default 1)"},
+      {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
+      {"crop_decode", "BOOL", "decode only the crop region for augmented/ (default 0)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -119,10 +120,10 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   else if (key == "aug_reuse") { need_value(); o.aug_reuse = parse_count(key, value, 1, 1000000); }
   else if (key == "cpu") { need_value(); o.cpu = parse_count(key, value, 0, 1024); }
   else if (key == "max_pixels") { need_value(); o.max_pixels = parse_count(key, value, 1, 4294967295u); }
-  else if (key == "fast_paths") {
+  else if (key == "fast_paths" || key == "crop_decode") {
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
-    o.fast_paths = value == "1";
+    (key == "fast_paths" ? o.fast_paths : o.crop_decode) = value == "1";
   }
   else if (key == "allow_other") o.allow_other = true;
   else if (key == "debug") { o.debug_fuse = true; o.foreground = true; }

@@ -180,7 +180,9 @@ class RunningMount final : public Mount {
       throw Error(EINVAL, std::string("option augment: ") + e.what());
     }
     rc.augment.limits.max_pixels = opts_.max_pixels;
-    rc.augment.fast.crop_decode = opts_.fast_paths;
+    // Off by default: a partial decode skips the entropy data of rows outside the crop less
+    // strictly than a full decode, so a damaged file could pass in augmented/ but fail in decoded/.
+    rc.augment.fast.crop_decode = opts_.crop_decode;
     rc.augment.fast.dct_scale = opts_.fast_paths;
     rc.seed = opts_.seed;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

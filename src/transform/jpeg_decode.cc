@@ -295,8 +295,12 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
                     ERREXIT(&ci, JERR_INPUT_EOF);
                 }
             }
-            // A full decode reads on to EOI, so a missing tail is an error as in PIL.
-            if (!partial) jpeg_finish_decompress(&ci);
+            // Read on to EOI either way, so corrupt or missing data anywhere fails as in PIL
+            // and a file is equally good or bad in decoded/ and augmented/. Skipped rows are
+            // entropy-decoded only (no IDCT, no colour conversion): most of a crop's saving stays.
+            if (partial && ci.output_scanline < ci.output_height)
+                jpeg_skip_scanlines(&ci, ci.output_height - ci.output_scanline);
+            jpeg_finish_decompress(&ci);
         })) {
         throw_from(s);
     }

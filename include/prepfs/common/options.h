@@ -31,7 +31,8 @@ struct Options {
   unsigned aug_reuse = 1;                  // aug_reuse= serve each augmented variant N times
   unsigned cpu = 0;                        // cpu=       cores for transforms; 0: all
   uint64_t max_pixels = 100'000'000;       // max_pixels= refuse larger images (EIO)
-  bool fast_paths = true;                  // fast_paths= crop decode + DCT scaling for augmented/
+  bool fast_paths = true;                  // fast_paths= DCT scaling for augmented/
+  bool crop_decode = false;                // crop_decode= decode only the crop region (augmented/)
 
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;

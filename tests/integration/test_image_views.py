@@ -1,0 +1,214 @@
+"""decoded/ and augmented/ on a real mount, checked against PIL and a real PyTorch DataLoader."""
+import hashlib
+import io
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from prepfs_harness import Prepfs, SlowFs, drop_page_cache
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN = os.path.join(HERE, "..", "..", "bench", "gen_dataset.py")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds")
+    subprocess.run([sys.executable, GEN, str(root / "src"), "--classes", "4", "--per-class", "12", "--synthetic"],
+                   check=True, stdout=subprocess.DEVNULL)
+    train = root / "src" / "train"
+    cls = sorted(os.listdir(train))[0]
+    # Bad inputs next to good ones: none of them may crash or stall the daemon.
+    good = sorted(os.listdir(train / cls))[0]
+    data = (train / cls / good).read_bytes()
+    (train / cls / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    corrupt = bytearray(data)
+    for i in range(len(data) // 3, len(data) // 3 + 200):
+        corrupt[i] = 0x00 if i % 2 else 0xFF
+    (train / cls / "corrupt.jpg").write_bytes(bytes(corrupt))
+    # A real file whose frame header is patched to claim 60000 x 60000 pixels (3.6 GP).
+    huge = bytearray(data)
+    sof = next(i for i in range(2, len(huge) - 9) if huge[i] == 0xFF and huge[i + 1] in (0xC0, 0xC1, 0xC2))
+    huge[sof + 5:sof + 9] = struct.pack(">HH", 60000, 60000)
+    (train / cls / "huge.jpg").write_bytes(bytes(huge))
+    (train / cls / "empty.jpg").write_bytes(b"")
+    (train / cls / "notes.txt").write_text("not an image")
+    (root / "mnt").mkdir()
+    return root
+
+
+def images(src):
+    out = []
+    for dirpath, _, names in os.walk(src):
+        for n in sorted(names):
+            p = os.path.join(dirpath, n)
+            with open(p, "rb") as f:
+                head = f.read(3)
+            if head == b"\xff\xd8\xff" and n not in ("truncated.jpg", "corrupt.jpg", "huge.jpg"):
+                out.append(os.path.relpath(p, src))
+    return sorted(out)
+
+
+def view_path(mnt, view, rel, ext="ppm"):
+    return os.path.join(mnt, view, rel.rsplit(".", 1)[0] + "." + ext)
+
+
+def test_decoded_equals_pil_for_every_image(dataset):
+    src = dataset / "src"
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-dec") as fs:
+        rels = images(src)
+        assert len(rels) == 48
+        for rel in rels:
+            expect = Image.open(src / rel).convert("RGB")
+            p = view_path(fs.mnt, "decoded", rel)
+            data = open(p, "rb").read()
+            assert os.stat(p).st_size == len(data), rel  # stat() is exact
+            assert data == b"P6\n%d %d\n255\n" % expect.size + expect.tobytes(), rel
+        listed = set(os.listdir(os.path.join(fs.mnt, "decoded", os.path.dirname(rels[0]))))
+        assert "notes.ppm" not in listed and "empty.ppm" not in listed
+        assert {"truncated.ppm", "corrupt.ppm", "huge.ppm"} <= listed  # headers look valid
+
+
+def test_decoded_npy_equals_numpy(dataset):
+    src = dataset / "src"
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-npy", "decoded_format=npy") as fs:
+        for rel in images(src)[:10]:
+            arr = np.asarray(Image.open(src / rel).convert("RGB"))
+            buf = io.BytesIO()
+            np.save(buf, arr)
+            assert open(view_path(fs.mnt, "decoded", rel, "npy"), "rb").read() == buf.getvalue(), rel
+            aug = np.load(view_path(fs.mnt, "augmented", rel, "npy"))
+            assert aug.shape == (224, 224, 3) and aug.dtype == np.uint8
+
+
+def test_bad_jpegs_give_eio_and_raw_still_serves(dataset):
+    src = dataset / "src"
+    cls = sorted(os.listdir(src / "train"))[0]
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-bad") as fs:
+        for name in ("truncated", "corrupt", "huge"):
+            for view in ("decoded", "augmented"):
+                p = os.path.join(fs.mnt, view, "train", cls, name + ".ppm")
+                with pytest.raises(OSError) as e:
+                    open(p, "rb").read()
+                assert e.value.errno == 5, (view, name)  # EIO
+            raw = os.path.join(fs.raw("train"), cls, name + ".jpg")
+            assert open(raw, "rb").read() == (src / "train" / cls / (name + ".jpg")).read_bytes()
+        # The daemon still serves good files afterwards, and logged each bad one.
+        good = images(src)[0]
+        assert len(open(view_path(fs.mnt, "decoded", good), "rb").read()) > 0
+        log = fs.log_text()
+        for name in ("truncated", "corrupt", "huge"):
+            assert name + ".jpg" in log, name
+        assert fs.stats()["transform"]["errors"] >= 3
+
+
+def test_augmented_variants(dataset):
+    src = dataset / "src"
+    rel = images(src)[5]
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-aug", "seed=7") as fs:
+        p = view_path(fs.mnt, "augmented", rel)
+        assert os.stat(p).st_size == len(b"P6\n224 224\n255\n") + 224 * 224 * 3
+        variants = [open(p, "rb").read() for _ in range(4)]
+        assert all(len(v) == os.stat(p).st_size for v in variants)
+        assert len(set(variants)) == 4, "each open must give the next variant"
+        assert Image.open(io.BytesIO(variants[0])).size == (224, 224)
+    # A remount with the same seed reproduces variant k (here k = 0..3, in open order).
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-aug2", "seed=7") as fs:
+        again = [open(view_path(fs.mnt, "augmented", rel), "rb").read() for _ in range(4)]
+        assert again == variants
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-aug3", "seed=8") as fs:
+        assert open(view_path(fs.mnt, "augmented", rel), "rb").read() != variants[0]
+
+
+def test_concurrent_opens_read_consistent_variants(dataset):
+    src = dataset / "src"
+    rel = images(src)[3]
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-conc") as fs:
+        p = view_path(fs.mnt, "augmented", rel)
+        a, b = open(p, "rb"), open(p, "rb")
+        chunks_a, chunks_b = [], []
+        while True:  # interleave small reads of the two handles
+            x, y = a.read(4096), b.read(4096)
+            if not x and not y:
+                break
+            chunks_a.append(x)
+            chunks_b.append(y)
+        va, vb = b"".join(chunks_a), b"".join(chunks_b)
+        assert va != vb
+        # Each handle read one whole, valid variant: reopening in a fresh mount gives the same two.
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-conc2") as fs:
+        p = view_path(fs.mnt, "augmented", rel)
+        assert {open(p, "rb").read(), open(p, "rb").read()} == {va, vb}
+
+
+def test_aug_reuse_serves_each_variant_n_times(dataset):
+    src = dataset / "src"
+    rel = images(src)[1]
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-reuse", "aug_reuse=3") as fs:
+        p = view_path(fs.mnt, "augmented", rel)
+        got = [open(p, "rb").read() for _ in range(6)]
+        assert got[0] == got[1] == got[2] and got[3] == got[4] == got[5] and got[0] != got[3]
+        s = fs.stats()["transform"]
+        assert s["augmented"] == 2, s  # two variants rendered for six opens
+
+
+def test_augmented_from_cached_decoded_skips_the_decode(dataset):
+    src = dataset / "src"
+    rel = images(src)[2]
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-fromdec", "fast_paths=0,seed=3") as fs:
+        open(view_path(fs.mnt, "decoded", rel), "rb").read()
+        v0 = open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        assert fs.stats()["transform"]["augmented_from_decoded"] == 1
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-fromsrc", "fast_paths=0,seed=3,ram=0,ssd=0") as fs:
+        assert open(view_path(fs.mnt, "augmented", rel), "rb").read() == v0  # same pixels either way
+        assert fs.stats()["transform"]["augmented_from_decoded"] == 0
+
+
+def test_bad_augment_spec_is_a_clear_error(dataset):
+    with pytest.raises(RuntimeError) as e:
+        Prepfs(dataset / "src", dataset / "mnt", dataset / "ssd-spec", "augment=rrc(224;flip")
+    assert "augment" in str(e.value)
+
+
+LOADER = r"""
+import sys, torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+root, kind = sys.argv[1], sys.argv[2]
+norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+full = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.ToTensor(), norm])
+light = transforms.Compose([transforms.ToTensor(), norm])
+ds = datasets.ImageFolder(root, transform=light if kind == "augmented" else full)
+loader = DataLoader(ds, batch_size=8, num_workers=2, shuffle=False)
+labels = []
+for x, y in loader:
+    assert x.shape[1:] == (3, 224, 224), x.shape
+    labels += y.tolist()
+names = [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1].rsplit(".", 1)[0] for p, _ in ds.samples]
+print(sorted(ds.class_to_idx.items()))
+print(list(zip(names, labels)))
+"""
+
+
+def run_loader(root, kind):
+    res = subprocess.run(["/usr/bin/python3", "-c", LOADER, str(root), kind], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_pytorch_dataloader_gives_the_same_labels_over_every_view(tmp_path):
+    pytest.importorskip("torch")
+    src = tmp_path / "src"
+    subprocess.run([sys.executable, GEN, str(src), "--classes", "3", "--per-class", "8", "--synthetic"],
+                   check=True, stdout=subprocess.DEVNULL)
+    (tmp_path / "mnt").mkdir()
+    expect = run_loader(src / "train", "source")
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        for view in ("raw", "decoded", "augmented"):
+            assert run_loader(os.path.join(fs.mnt, view, "train"), view) == expect, view
