@@ -41,7 +41,7 @@ def test_every_entry_mirrors_the_source(env):
                 assert os.readlink(fs.raw(rel)) == os.readlink(os.path.join(src, rel))
         assert read_all(fs.raw(), digests) == digests
         assert os.listdir(fs.raw("empty_dir")) == []
-        assert set(os.listdir(fs.mnt)) == {"raw", ".prepfs"}
+        assert set(os.listdir(fs.mnt)) == {"raw", "decoded", "augmented", ".prepfs"}
 
 
 def test_multi_gib_sparse_file(tmp_path):
