@@ -1,0 +1,146 @@
+#!/bin/bash
+# End-to-end DataLoader benchmark (issue 3, "Bench"): prepfs' raw/, decoded/ and augmented/ views
+# against the source and against each form's physical limit, side by side in one run.
+#
+#   bench/loader/run_loader_bench.sh [BUILD_DIR]     (default /work/main/build; run as root)
+#
+# Builds nothing: BUILD_DIR/tools/prepfs must exist. Generates the dataset (bench/gen_dataset.py)
+# once under $WORK, mounts five prepfs daemons over it, runs loader_bench.py, and unmounts
+# everything on exit (trap), whatever happens:
+#   main   ram=4G,ssd=0                                    raw/ and decoded/ (and augmented-dec:
+#                                                          augmented/ once decoded/ is cached)
+#   aug    ram=4G,ssd=0                                    augmented/ PPM, aug_reuse=1
+#   echo   ram=4G,ssd=0,aug_reuse=1000                     augmented/ PPM, cached variants
+#   npy    ram=4G,ssd=0,decoded_format=npy                 augmented/ NPY, aug_reuse=1
+#   npyecho ram=4G,ssd=0,decoded_format=npy,aug_reuse=1000 augmented/ NPY, cached variants
+# The daemons do no background work, so idle ones do not disturb the case being measured.
+# Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case subset),
+# OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BENCH=$(cd "$HERE/.." && pwd)
+BUILD=$(cd "${1:-/work/main/build}" && pwd)
+PREPFS=${PREPFS_BIN:-$BUILD/tools/prepfs}
+PY=/usr/bin/python3
+
+WORK=$(realpath -m "${WORK:-/tmp/prepfs-loader-bench}")
+CLASSES=${CLASSES:-20}
+PER_CLASS=${PER_CLASS:-100}   # 20 x 100 = 2,000 JPEGs, ~230 MB
+SEED=${SEED:-1}
+ROUNDS=${ROUNDS:-3}
+EPOCHS=${EPOCHS:-1}
+ONLY=${ONLY:-}
+OUT=${OUT:-$BENCH/results/loader_bench.md}
+ANALYSIS=${ANALYSIS:-}
+READY_TIMEOUT_S=30
+STOP_TIMEOUT_S=15
+
+DATASET=$WORK/dataset
+MOUNTS="main aug echo npy npyecho"
+declare -A OPTS=(
+  [main]="aug_reuse=1"
+  [aug]="aug_reuse=1"
+  [echo]="aug_reuse=1000"
+  [npy]="decoded_format=npy,aug_reuse=1"
+  [npyecho]="decoded_format=npy,aug_reuse=1000"
+)
+declare -A PIDS=()
+
+log() { echo "[loader-bench] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+mounts_under() {  # from mountinfo: a stat on a dead FUSE mount would fail or block
+  awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
+}
+
+unmount() {
+  local m
+  for m in $(mounts_under "$1"); do
+    timeout -s KILL 10 umount -l -c "$m" 2>/dev/null || log "warning: could not unmount $m"
+  done
+}
+
+stop_one() {
+  local name=$1 pid=${PIDS[$1]:-} deadline
+  if [[ -n $pid ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + STOP_TIMEOUT_S))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "prepfs ($name) did not exit ${STOP_TIMEOUT_S}s after SIGTERM; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    PIDS[$name]=""
+  fi
+  unmount "$WORK/mnt-$name"
+}
+
+cleanup() {
+  local m
+  for m in $MOUNTS; do stop_one "$m"; done
+  rm -rf "$WORK"/ssd-*
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_one() {  # start_one NAME: mounts prepfs at $WORK/mnt-NAME, waits for .prepfs/stats
+  local name=$1 mnt=$WORK/mnt-$1 ssd=$WORK/ssd-$1
+  unmount "$mnt"
+  rm -rf "$ssd"
+  mkdir -p "$mnt" "$ssd"
+  "$PREPFS" "$DATASET" "$mnt" -f -o "ram=4G,ssd=0,ssd_dir=$ssd,log_level=warn,${OPTS[$name]}" \
+    >>"$WORK/prepfs-$name.log" 2>&1 &
+  PIDS[$name]=$!
+  local deadline=$((SECONDS + READY_TIMEOUT_S))
+  until timeout -s KILL 2 /usr/bin/test -e "$mnt/.prepfs/stats"; do
+    kill -0 "${PIDS[$name]}" 2>/dev/null || die "prepfs ($name) exited before becoming ready (see $WORK/prepfs-$name.log)"
+    ((SECONDS < deadline)) || die "prepfs ($name) not ready after ${READY_TIMEOUT_S}s"
+    sleep 0.05
+  done
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root (FUSE mounts)"
+# A concurrent rebuild of BUILD_DIR replaces the binary (it is briefly missing while it is linked):
+# wait for it a little, then run a private copy so every daemon of this run is the same build.
+for _ in $(seq 120); do [[ -x $PREPFS ]] && break; sleep 1; done
+[[ -x $PREPFS ]] || die "$PREPFS not found (build it first: ninja -C $BUILD)"
+mkdir -p "$WORK/bin"
+cp "$PREPFS" "$WORK/bin/prepfs.tmp" && mv "$WORK/bin/prepfs.tmp" "$WORK/bin/prepfs"
+PREPFS_ORIG=$PREPFS
+PREPFS=$WORK/bin/prepfs
+$PY -c 'import torch, torchvision, PIL, numpy' 2>/dev/null ||
+  die "$PY lacks torch/torchvision/PIL/numpy (apt-get install python3-torch python3-torchvision python3-pil)"
+
+mkdir -p "$WORK" "$(dirname "$OUT")"
+cleanup  # leftovers of an interrupted run
+STAMP="classes=$CLASSES per_class=$PER_CLASS seed=$SEED"
+if [[ ! -d $DATASET/train || $(cat "$WORK/dataset.stamp" 2>/dev/null) != "$STAMP" ]]; then
+  log "generating dataset ($STAMP)"
+  rm -rf "$DATASET" "$WORK/limits"
+  $PY "$BENCH/gen_dataset.py" "$DATASET" --classes "$CLASSES" --per-class "$PER_CLASS" --seed "$SEED" \
+    | tee "$WORK/dataset.summary" >&2
+  echo "$STAMP" >"$WORK/dataset.stamp"
+fi
+DATASET_NOTE=$(cat "$WORK/dataset.summary" 2>/dev/null || echo "$STAMP")
+
+for m in $MOUNTS; do : >"$WORK/prepfs-$m.log"; start_one "$m"; done
+log "mounted: $(for m in $MOUNTS; do printf '%s(pid %s) ' "$m" "${PIDS[$m]}"; done)"
+
+args=(--source "$DATASET" --limits "$WORK/limits" --rounds "$ROUNDS" --epochs "$EPOCHS" --out "$OUT"
+  --json "$WORK/results.json" --command "$0 $*" --dataset-note "$DATASET_NOTE"
+  --mount-note "$PREPFS_ORIG (run from a copy) SOURCE MNT -f -o ram=4G,ssd=0,ssd_dir=DIR,log_level=warn plus, per mount: $(for m in $MOUNTS; do printf '%s: %s; ' "$m" "${OPTS[$m]}"; done)")
+[[ -n $ONLY ]] && args+=(--only "$ONLY")
+[[ -n $ANALYSIS && -f $ANALYSIS ]] && args+=(--analysis "$ANALYSIS")
+case_mount() { args+=(--case "$1=$WORK/mnt-$2" --pid "$1=${PIDS[$2]}"); }
+case_mount raw main
+case_mount decoded main
+case_mount augmented-dec main
+case_mount augmented aug
+case_mount augmented-echo echo
+case_mount npy npy
+case_mount npy-echo npyecho
+
+$PY "$HERE/loader_bench.py" "${args[@]}"
+log "prepfs logs: $WORK/prepfs-*.log; raw results: $WORK/results.json"
