@@ -42,6 +42,7 @@ def main():
     parser.add_argument("--slow-args", default="")
     parser.add_argument("--prepfs-args", default="")
     parser.add_argument("--warm-passes", default="")
+    parser.add_argument("--load", default="", help="load averages during the run")
     args = parser.parse_args()
 
     with open(args.results) as f:
@@ -62,7 +63,7 @@ def main():
         "",
         f"- date: {info['date']}",
         f"- machine: {info['nproc']} CPUs ({info['cpu']}), {info['memory']} RAM, "
-        f"kernel {info['kernel']}",
+        f"kernel {info['kernel']}; load average {args.load or 'not recorded'}",
         f"- command: `{args.command}`",
         f"- dataset: {args.dataset}",
         f"- slow source: `prepfs-slowfs DATASET MNT {args.slow_args}`",

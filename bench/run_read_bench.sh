@@ -23,7 +23,7 @@ SLOWFS=$BUILD/bench/prepfs-slowfs
 READBENCH=$BUILD/bench/prepfs-readbench
 PY=/usr/bin/python3
 
-WORK=${WORK:-/tmp/prepfs-read-bench}
+WORK=$(realpath -m "${WORK:-/tmp/prepfs-read-bench}")
 CLASSES=${CLASSES:-20}
 PER_CLASS=${PER_CLASS:-250}      # 20 x 250 = 5,000 JPEGs, ~550 MB
 SEED=${SEED:-1}
@@ -41,6 +41,7 @@ OUT=${OUT:-$HERE/results/read_bench.md}
 
 READY_TIMEOUT_S=20
 STOP_TIMEOUT_S=15
+BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-900}  # a hung mount must not hang the whole run
 
 DATASET=$WORK/dataset
 SLOW_MNT=$WORK/slow-mnt
@@ -54,11 +55,17 @@ SHUFFLE_SEED=$SEED
 log() { echo "[read-bench] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-unmount() {  # unmount a FUSE mountpoint, lazily if it is busy
-  local dir=$1
-  if mountpoint -q "$dir" 2>/dev/null; then
-    fusermount3 -u "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
-  fi
+# Mounts at or below DIR, deepest first. Read from mountinfo: stat-based checks (mountpoint(1))
+# fail on a dead FUSE mount and block on one whose daemon has not answered INIT.
+mounts_under() {
+  awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
+}
+
+unmount() {  # detach DIR and anything mounted below it (lazily, without touching the mount)
+  local m
+  for m in $(mounts_under "$1"); do
+    timeout -s KILL 10 umount -l -c "$m" 2>/dev/null || log "warning: could not unmount $m"
+  done
 }
 
 wait_gone() {  # wait_gone PID SECONDS: 0 once the process has exited
@@ -102,13 +109,15 @@ trap 'exit 130' INT TERM
 # start_prepfs SOURCE RAM: mounts prepfs at $MNT in the background; sets MOUNT_SECONDS.
 start_prepfs() {
   local source=$1 ram=$2 start end
+  unmount "$MNT"
   mkdir -p "$MNT" "$SSD_DIR"
   start=$(date +%s.%N)
   "$PREPFS" "$source" "$MNT" -f -o "ram=$ram,ssd=$SSD,ssd_dir=$SSD_DIR,log_level=warn" \
     >>"$WORK/prepfs.log" 2>&1 &
   PREPFS_PID=$!
   local deadline=$((SECONDS + READY_TIMEOUT_S))
-  until [[ -e $MNT/.prepfs/stats ]]; do
+  # The probe runs in a killable child: a stat on a mount whose daemon is stuck would block us.
+  until timeout -s KILL 2 /usr/bin/test -e "$MNT/.prepfs/stats"; do
     if ! kill -0 "$PREPFS_PID" 2>/dev/null; then
       wait "$PREPFS_PID" 2>/dev/null || true
       PREPFS_PID=""
@@ -135,7 +144,7 @@ start_slowfs() {
     --bandwidth-mbps "$SLOW_MBPS" --threads 64 >>"$WORK/slowfs.log" 2>&1 &
   SLOWFS_PID=$!
   local deadline=$((SECONDS + 10))
-  until mountpoint -q "$SLOW_MNT"; do
+  until [[ -n $(mounts_under "$SLOW_MNT") ]]; do
     kill -0 "$SLOWFS_PID" 2>/dev/null || die "prepfs-slowfs failed to start (see $WORK/slowfs.log)"
     ((SECONDS < deadline)) || die "prepfs-slowfs not mounted after 10s"
     sleep 0.05
@@ -150,14 +159,17 @@ record() {
   local source=$1 threads=$2 case=$3 path=$4 passes=$5 note=${6:-} bench stats=null
   [[ $source == slow ]] && slowfs_reset
   SHUFFLE_SEED=$((SHUFFLE_SEED + 1000))  # every measurement gets its own (reproducible) orders
-  if ! bench=$("$READBENCH" "$path" --threads "$threads" --passes "$passes" --seed "$SHUFFLE_SEED" --json); then
+  if ! bench=$(timeout -s KILL "$BENCH_TIMEOUT_S" "$READBENCH" "$path" --threads "$threads" \
+    --passes "$passes" --seed "$SHUFFLE_SEED" --json); then
     note="${note:+$note; }readbench reported errors"
     [[ -n $bench ]] || bench=null
   fi
   [[ $source == slow ]] && stats=$(slowfs_stats)
   printf '{"source":"%s","threads":%s,"case":"%s","passes":%s,"note":"%s","bench":%s,"slowfs":%s}\n' \
     "$source" "$threads" "$case" "$passes" "$note" "$bench" "$stats" >>"$RESULTS"
-  log "$source t=$threads $case: $(echo "$bench" | $PY -c 'import json,sys; d=json.load(sys.stdin); t=d["total"] if d else {}; print(f"{t.get(\"files_per_s\",0):.0f} files/s {t.get(\"mb_per_s\",0):.1f} MB/s")')"
+  log "$source t=$threads $case: $(echo "$bench" | $PY -c 'import json, sys
+t = (json.load(sys.stdin) or {}).get("total", {})
+print("%.0f files/s, %.1f MB/s" % (t.get("files_per_s", 0), t.get("mb_per_s", 0)))')"
 }
 
 skip() {  # skip SOURCE THREADS CASE REASON
@@ -191,6 +203,7 @@ DATASET_SUMMARY=$(cat "$WORK/dataset.summary" 2>/dev/null || echo "$STAMP")
 
 : >"$RESULTS"
 : >"$WORK/prepfs.log"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 start_slowfs
 
 for source in local slow; do
@@ -199,7 +212,7 @@ for source in local slow; do
     # (a) direct. The local source is read once beforehand so the page cache is warm; the slow
     # source always fetches (the simulator makes the kernel drop its cached pages on open).
     if [[ $source == local ]]; then
-      "$READBENCH" "$src_path" --threads "$threads" --json >/dev/null
+      timeout -s KILL "$BENCH_TIMEOUT_S" "$READBENCH" "$src_path" --threads "$threads" --json >/dev/null
       record "$source" "$threads" direct "$src_path" "$WARM_PASSES" "page cache warm"
     else
       record "$source" "$threads" direct "$src_path" 1 "every read reaches the simulator"
@@ -236,5 +249,6 @@ CMD="$0 $*"
 $PY "$HERE/read_bench_report.py" --results "$RESULTS" --out "$OUT" \
   --command "$CMD" --dataset "$DATASET_SUMMARY" --slow-mbps "$SLOW_MBPS" \
   --slow-args "--open-latency-ms $SLOW_OPEN_MS --read-latency-ms $SLOW_READ_MS --meta-latency-ms $SLOW_META_MS --bandwidth-mbps $SLOW_MBPS --threads 64" \
-  --prepfs-args "-o ram=$RAM,ssd=$SSD,ssd_dir=$SSD_DIR,log_level=warn" --warm-passes "$WARM_PASSES"
+  --prepfs-args "-o ram=$RAM,ssd=$SSD,ssd_dir=$SSD_DIR,log_level=warn" --warm-passes "$WARM_PASSES" \
+  --load "at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 log "wrote $OUT"

@@ -306,35 +306,39 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file
   sleep_ms(fs.opts.meta_latency_ms);
 
   auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
-  std::lock_guard lock(d.mutex);
-  if (offset != d.offset) {
-    seekdir(d.dp, offset);
-    d.pending = nullptr;
-    d.offset = offset;
-  }
   std::vector<char> buf(size);
   size_t used = 0;
   int err = 0;
-  for (;;) {
-    if (d.pending == nullptr) {
-      errno = 0;
-      d.pending = readdir(d.dp);
-      if (d.pending == nullptr) {
-        err = errno;
-        break;
-      }
+  {
+    std::lock_guard lock(d.mutex);
+    if (offset != d.offset) {
+      seekdir(d.dp, offset);
+      d.pending = nullptr;
+      d.offset = offset;
     }
-    struct stat st {};
-    st.st_ino = d.pending->d_ino;
-    st.st_mode = static_cast<mode_t>(DTTOIF(d.pending->d_type));
-    const off_t next = d.pending->d_off;
-    const size_t len =
-        fuse_add_direntry(req, buf.data() + used, size - used, d.pending->d_name, &st, next);
-    if (len > size - used) break;  // does not fit: keep it pending for the next call
-    used += len;
-    d.pending = nullptr;
-    d.offset = next;
+    for (;;) {
+      if (d.pending == nullptr) {
+        errno = 0;
+        d.pending = readdir(d.dp);
+        if (d.pending == nullptr) {
+          err = errno;
+          break;
+        }
+      }
+      struct stat st {};
+      st.st_ino = d.pending->d_ino;
+      st.st_mode = static_cast<mode_t>(DTTOIF(d.pending->d_type));
+      const off_t next = d.pending->d_off;
+      const size_t len =
+          fuse_add_direntry(req, buf.data() + used, size - used, d.pending->d_name, &st, next);
+      if (len > size - used) break;  // does not fit: keep it pending for the next call
+      used += len;
+      d.pending = nullptr;
+      d.offset = next;
+    }
   }
+  // Reply only once the handle is unlocked: as soon as the kernel has the reply, the directory
+  // may be closed and RELEASEDIR, on another thread, may free `d` and its mutex.
   if (err != 0 && used == 0) {
     fuse_reply_err(req, err);
   } else {
