@@ -8,9 +8,10 @@ what=${1:-build}
 
 build_pkgs=(build-essential meson ninja-build pkg-config
   libfuse3-dev fuse3 liburing-dev libxxhash-dev libspdlog-dev libcli11-dev libgtest-dev
-  libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev)
-test_pkgs=(python3 python3-pytest python3-pil python3-numpy python3-torch python3-torchvision attr groff-base)
-bench_pkgs=(python3-matplotlib)
+  libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev libmicrohttpd-dev libcurl4-openssl-dev)
+test_pkgs=(python3 python3-pytest python3-pil python3-numpy python3-torch python3-torchvision attr groff-base
+  python3-prometheus-client systemd curl)
+bench_pkgs=(python3-matplotlib s3fs rclone)
 
 pkgs=("${build_pkgs[@]}")
 case "$what" in
@@ -24,6 +25,11 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# The S3 tests install s3rver with npm. Judge node and npm by the commands, not the packages:
+# a NodeSource nodejs provides npm itself and conflicts with Debian's npm package.
+if [ "$what" != build ] && ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -343,4 +343,14 @@ uint64_t SsdTier::bytes(Form f) const { std::lock_guard lock(mu_); return index_
 size_t SsdTier::entries() const { std::lock_guard lock(mu_); return index_.entries(); }
 uint64_t SsdTier::budget() const { std::lock_guard lock(mu_); return index_.budget(); }
 
+uint64_t SsdTier::queued_bytes() {
+  std::lock_guard lock(q_mu_);
+  return queued_bytes_;
+}
+
+size_t SsdTier::queued_jobs() {
+  std::lock_guard lock(q_mu_);
+  return queue_.size();
+}
+
 }  // namespace prepfs

@@ -11,7 +11,12 @@ TierManager::TierManager(const CacheConfig& cfg) {
 TierManager::~TierManager() = default;
 
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill) {
-  if (ChunkRef hit = ram_->get(key)) return hit;
+  auto& pf = counters_.by_form[static_cast<int>(form)];
+  if (ChunkRef hit = ram_->get(key)) {
+    bump(pf.ram_hits);
+    bump(pf.ram_hit_bytes, hit->size());
+    return hit;
+  }
 
   std::promise<ChunkRef> promise;
   {
@@ -40,7 +45,12 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
     if (!chunk) {
       bump(counters_.fills);
       chunk = fill();
+      bump(pf.misses);
+      bump(pf.miss_bytes, chunk->size());
       if (ssd_) ssd_->put_async(key, chunk, form);
+    } else {
+      bump(pf.ssd_hits);
+      bump(pf.ssd_hit_bytes, chunk->size());
     }
     ram_->put(key, chunk, form);
     promise.set_value(chunk);

@@ -74,6 +74,14 @@ const std::vector<OptionDoc>& option_docs() {
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (default 0)"},
+      {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
+      {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
+      {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
+      {"s3_path_style", "BOOL", "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint"},
+      {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
+      {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
+      {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},
+      {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -124,6 +132,31 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
     (key == "fast_paths" ? o.fast_paths : o.crop_decode) = value == "1";
+  }
+  else if (key == "metrics_addr") {
+    need_value();
+    size_t colon = value.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == value.size())
+      throw bad_value(key, value, "expected HOST:PORT, for example 127.0.0.1:9100");
+    o.metrics_addr = std::string(value);
+  }
+  else if (key == "s3_endpoint") { need_value(); o.s3_endpoint = std::string(value); }
+  else if (key == "s3_region") { need_value(); o.s3_region = std::string(value); }
+  else if (key == "s3_path_style") {
+    need_value();
+    if (value != "0" && value != "1" && value != "auto") throw bad_value(key, value, "expected 0, 1 or auto");
+    o.s3_path_style = std::string(value);
+  }
+  else if (key == "s3_profile") { need_value(); o.s3_profile = std::string(value); }
+  else if (key == "s3_connections") { need_value(); o.s3_connections = parse_count(key, value, 1, 1024); }
+  else if (key == "s3_retry_time") {
+    need_value();
+    o.s3_retry_time = parse_seconds(key, value);
+    if (o.s3_retry_time < 0) throw bad_value(key, value, "expected seconds >= 0");
+  }
+  else if (key == "s3_part_size") {
+    o.s3_part_size = size();
+    if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
   }
   else if (key == "allow_other") o.allow_other = true;
   else if (key == "debug") { o.debug_fuse = true; o.foreground = true; }

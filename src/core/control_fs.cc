@@ -25,6 +25,18 @@ const ControlFs::File& ControlFs::file(uint64_t ino) const {
   return files_[ino - 2];
 }
 
+const ControlFs::File& ControlFs::writable(uint64_t ino) const {
+  if (ino == 1) throw Error(EROFS, "the control directory is read-only");
+  const File& f = file(ino);
+  if (!f.write) throw Error(EROFS, "control file " + f.name + " is read-only");
+  return f;
+}
+
+uint32_t ControlFs::mode_of(const File& f) {
+  // Writable command files belong to the daemon's owner; readable files to anyone who can see them.
+  return S_IFREG | (f.render ? 0444 : 0) | (f.write ? 0200 : 0);
+}
+
 Attr ControlFs::getattr(uint64_t ino) {
   Attr a;
   a.ino = ino;
@@ -35,8 +47,9 @@ Attr ControlFs::getattr(uint64_t ino) {
     a.nlink = 2;
     return a;
   }
-  a.mode = S_IFREG | 0444;
-  a.size = file(ino).render().size();  // exact for a reader that stats, then opens at once
+  const File& f = file(ino);
+  a.mode = mode_of(f);
+  a.size = contents(f).size();  // exact for a reader that stats, then opens at once
   return a;
 }
 
@@ -57,7 +70,7 @@ void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
     } else {
       Attr a;
       a.ino = off;
-      a.mode = S_IFREG | 0444;
+      a.mode = mode_of(files_[off - 2]);
       more = emit(files_[off - 2].name, a, off + 1);
     }
     if (!more) return;
@@ -67,8 +80,10 @@ void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
 std::string ControlFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }
 
 OpenReply ControlFs::open(uint64_t ino, int flags) {
-  if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EACCES, "control file is read-only");
-  auto snapshot = std::make_shared<const std::string>(file(ino).render());
+  const File& f = file(ino);
+  if ((flags & O_ACCMODE) != O_RDONLY) writable(ino);  // EROFS for a read-only file
+  // A handle opened for writing only reads nothing: no snapshot to render.
+  auto snapshot = std::make_shared<const std::string>((flags & O_ACCMODE) == O_WRONLY ? std::string() : contents(f));
   OpenReply r;
   r.fh = next_fh_++;
   r.direct_io = true;
@@ -88,6 +103,21 @@ std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t s
   if (off >= snap->size()) return {};
   size_t n = std::min<size_t>(size, snap->size() - off);
   return {Slice{snap, snap->data() + off, n}};
+}
+
+size_t ControlFs::write(uint64_t ino, uint64_t fh, uint64_t, std::string_view data) {
+  const File& f = writable(ino);
+  {
+    std::lock_guard lock(mu_);
+    if (!open_.count(fh)) throw Error(EBADF, "unknown handle");
+  }
+  f.write(data);
+  return data.size();
+}
+
+Attr ControlFs::truncate(uint64_t ino, uint64_t) {
+  writable(ino);
+  return getattr(ino);
 }
 
 void ControlFs::release(uint64_t, uint64_t fh) {

@@ -19,11 +19,14 @@
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
+#include "prepfs/core/metrics.h"
+#include "prepfs/core/metrics_http.h"
 #include "prepfs/core/stats_json.h"
 #include "prepfs/core/sample_renderer.h"
 #include "prepfs/core/tree_store.h"
 #include "prepfs/fuse/session.h"
 #include "prepfs/source/posix_source.h"
+#include "prepfs/source/s3_source.h"
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/pipeline_spec.h"
 
@@ -74,7 +77,19 @@ class RunningMount final : public Mount {
 
   void build() {
     mountpoint_ = check_mountpoint(opts_.mountpoint);
-    source_ = std::make_unique<PosixSource>(opts_.source);
+    if (is_s3_url(opts_.source)) {
+      S3Config sc;
+      sc.endpoint = opts_.s3_endpoint;
+      sc.region = opts_.s3_region;
+      sc.path_style = opts_.s3_path_style;
+      sc.profile = opts_.s3_profile;
+      sc.connections = opts_.s3_connections;
+      sc.retry_seconds = opts_.s3_retry_time;
+      sc.part_size = opts_.s3_part_size;
+      source_ = std::make_unique<S3Source>(opts_.source, sc);
+    } else {
+      source_ = std::make_unique<PosixSource>(opts_.source);
+    }
 
     cache_dir_ = cache_dir_for(opts_.ssd_dir, source_->identity());
     try {
@@ -115,6 +130,8 @@ class RunningMount final : public Mount {
     augmented_fs_ = std::make_unique<AugmentedFs>(*tree_, *renderer_, opts_.aug_reuse, timeout);
     control_fs_ = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
         {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_, renderer_.get()); }},
+        {"metrics", [this] { return render_metrics(*cache_, *source_, *data_fs_, renderer_.get()); }},
+        {"evict", nullptr, [this](std::string_view) { evict(); }},
     });
 
     SessionConfig main_cfg;
@@ -122,6 +139,7 @@ class RunningMount final : public Mount {
     main_cfg.fsname = opts_.source;
     main_cfg.max_threads = opts_.threads;
     main_cfg.skip_open = true;
+    main_cfg.exit_on_unmount = true;  // umount -R MNT (fstab, mount(8)) stops the daemon
     main_cfg.allow_other = opts_.allow_other;
     main_cfg.debug = opts_.debug_fuse;
     main_cfg.negative_timeout = opts_.metadata_ttl < 0 ? 86400.0 : opts_.metadata_ttl;
@@ -132,6 +150,7 @@ class RunningMount final : public Mount {
     aug_cfg.mountpoint = mountpoint_ + "/" + DataFs::kAugmentedDirName;
     aug_cfg.fsname = opts_.source + ":augmented";
     aug_cfg.skip_open = false;  // every open picks the next variant
+    aug_cfg.exit_on_unmount = false;
     augmented_ = std::make_unique<FuseSession>(*augmented_fs_, aug_cfg);
 
     SessionConfig ctl_cfg = main_cfg;
@@ -140,6 +159,8 @@ class RunningMount final : public Mount {
     ctl_cfg.max_threads = 4;
     ctl_cfg.skip_open = false;
     ctl_cfg.negative_timeout = 0;
+    ctl_cfg.exit_on_unmount = false;
+    ctl_cfg.read_only = false;  // its command files (evict) take writes; the rest answers EROFS
     control_ = std::make_unique<FuseSession>(*control_fs_, ctl_cfg);
 
     main_->mount();
@@ -153,9 +174,24 @@ class RunningMount final : public Mount {
     struct stat st;
     if (::stat((ctl_cfg.mountpoint + "/stats").c_str(), &st) != 0)
       throw_errno(errno, "the new mount at " + mountpoint_ + " does not answer");
+
+    if (!opts_.metrics_addr.empty()) {
+      metrics_http_ = std::make_unique<MetricsHttpServer>(opts_.metrics_addr, [this] {
+        return render_metrics(*cache_, *source_, *data_fs_, renderer_.get());
+      });
+      spdlog::info("Prometheus metrics at http://{}/metrics", opts_.metrics_addr);
+    }
+  }
+
+  // .prepfs/evict: queued SSD writes land first, so nothing reappears after the tiers are empty.
+  void evict() {
+    cache_->flush();
+    cache_->evict_all();
+    spdlog::info("evicted every cached entry (.prepfs/evict)");
   }
 
   void stop() override {
+    metrics_http_.reset();
     if (control_) control_->stop();
     if (augmented_) augmented_->stop();
     if (main_) main_->stop();
@@ -209,6 +245,7 @@ class RunningMount final : public Mount {
   std::unique_ptr<AugmentedFs> augmented_fs_;
   std::unique_ptr<ControlFs> control_fs_;
   std::unique_ptr<FuseSession> main_, augmented_, control_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
 };
 
 }  // namespace

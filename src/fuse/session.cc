@@ -2,6 +2,7 @@
 
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "prepfs/common/error.h"
+#include "prepfs/core/control_fs.h"
 
 namespace prepfs {
 namespace {
@@ -67,6 +69,10 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   conn->max_write = kMaxTransfer;
   conn->max_read = kMaxTransfer;  // must equal the max_read mount option
   conn->time_gran = 1;
+  // Readahead and async reads are "background" requests, which the kernel caps at 12 in flight
+  // by default: with a slow source that, not the worker threads, would bound concurrency.
+  conn->max_background = static_cast<unsigned>(std::min(self->config().max_threads, 65535u));
+  conn->congestion_threshold = conn->max_background * 3 / 4;
   // The tree only changes through explicit revalidation, which invalidates explicitly; asking
   // the kernel to check mtimes on every read would add a GETATTR round trip per read.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
@@ -198,8 +204,23 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 }
 
 // The tree is read-only; the mount is "ro" too, so the kernel normally answers these itself.
+// The one exception is the control session, mounted "rw" for its writable command files
+// (ControlFs decides which; everything else there answers EROFS too).
 void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { erofs(req); }
+ControlFs* control_fs_of(fuse_req_t req) { return dynamic_cast<ControlFs*>(&fs_of(req)); }
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fuse_file_info*) {
+  ControlFs* ctl = control_fs_of(req);
+  // truncate(2) / O_TRUNC on a command file: accepted (timestamps that come with it are ignored).
+  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+  if (!ctl || !(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
+  guarded(req, "setattr", [&] {
+    Attr a = ctl->truncate(ino, static_cast<uint64_t>(st->st_size));
+    struct stat out = to_stat(a);
+    fuse_reply_attr(req, &out, a.timeout);
+  });
+}
 void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }
 void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { erofs(req); }
 void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
@@ -208,7 +229,13 @@ void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { erofs(re
 void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { erofs(req); }
 void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { erofs(req); }
 void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { erofs(req); }
-void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { erofs(req); }
+void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  ControlFs* ctl = control_fs_of(req);
+  if (!ctl) return erofs(req);
+  guarded(req, "write", [&] {
+    fuse_reply_write(req, ctl->write(ino, fi->fh, static_cast<uint64_t>(off), std::string_view(buf, size)));
+  });
+}
 void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
 
@@ -285,7 +312,7 @@ FuseSession::~FuseSession() {
 }
 
 void FuseSession::mount() {
-  std::string opts = "ro,default_permissions,subtype=prepfs,fsname=" + escape_option(cfg_.fsname) +
+  std::string opts = std::string(cfg_.read_only ? "ro" : "rw") + ",default_permissions,subtype=prepfs,fsname=" + escape_option(cfg_.fsname) +
                      ",max_read=" + std::to_string(kMaxTransfer);
   if (cfg_.allow_other) opts += ",allow_other";
   std::vector<std::string> argv_s = {"prepfs", "-o", opts};
@@ -311,6 +338,12 @@ void FuseSession::start() {
     int rc = fuse_session_loop_mt(se_, lc);
     fuse_loop_cfg_destroy(lc);
     if (rc != 0 && !fuse_session_exited(se_)) spdlog::warn("FUSE loop for {} ended: {}", cfg_.mountpoint, rc);
+    if (!stopping_ && cfg_.exit_on_unmount) {
+      // Unmounted from outside (umount -R MNT, fusermount3 -u, fstab at shutdown): the daemon
+      // stops as it does on SIGTERM, so nothing lingers without a mount.
+      spdlog::info("{} was unmounted; stopping", cfg_.mountpoint);
+      ::kill(::getpid(), SIGTERM);
+    }
   });
 }
 
@@ -323,6 +356,7 @@ void FuseSession::stop() {
     notify_cv_.notify_all();
     notifier_.join();
   }
+  stopping_ = true;
   if (!se_ || !mounted_) return;
   fuse_session_exit(se_);
   fuse_session_unmount(se_);  // lazy: the connection ends once the last user lets go

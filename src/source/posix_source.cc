@@ -173,9 +173,10 @@ size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint
     size_t n = io::pread_full(file->fd, buf, len, off);
     bump(counters_.reads);
     bump(counters_.bytes, n);
-    bump(counters_.read_ns, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                      std::chrono::steady_clock::now() - start)
-                                                      .count()));
+    auto ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    bump(counters_.read_ns, ns);
+    counters_.read_latency.record(ns);
     return n;
   } catch (...) {
     bump(counters_.errors);

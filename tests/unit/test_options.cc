@@ -108,7 +108,8 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                         : std::string(d.value) == "SECONDS" ? "5" : std::string(d.value) == "N" ? "8"
                         : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn"
                         : std::string(d.value) == "FORMAT" ? "npy" : std::string(d.value) == "BOOL" ? "0"
-                        : std::string(d.value) == "SPEC" ? "resize(256);center_crop(224)" : "/x");
+                        : std::string(d.value) == "SPEC" ? "resize(256);center_crop(224)"
+                        : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100" : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
 }

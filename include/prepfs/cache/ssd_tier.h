@@ -36,7 +36,8 @@ static_assert(sizeof(SsdEntryHeader) == 64);
 class SsdTier {
  public:
   static constexpr uint32_t kFormatVersion = 1;
-  static constexpr uint64_t kMaxPendingBytes = 64ull << 20;
+  // Room for a burst of misses (a cold epoch over a fast source) without dropping admissions.
+  static constexpr uint64_t kMaxPendingBytes = 256ull << 20;
 
   // dir is created if needed. Throws Error when it cannot be created or written.
   SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy,
@@ -54,6 +55,8 @@ class SsdTier {
   uint64_t bytes(Form f) const;
   size_t entries() const;
   uint64_t budget() const;
+  uint64_t queued_bytes();  // bytes waiting in the write queue
+  size_t queued_jobs();     // entries waiting in the write queue
   std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools
 
  private:

@@ -31,6 +31,12 @@ struct CacheCounters {
   std::atomic<uint64_t> fills{0};         // misses of both tiers that ran the fill
   std::atomic<uint64_t> fill_errors{0};
   std::atomic<uint64_t> joined{0};        // readers that waited on another's fill
+  // Per form (index: Form), as seen by get_or_fill: where each chunk request was answered.
+  struct PerForm {
+    std::atomic<uint64_t> ram_hits{0}, ram_hit_bytes{0};
+    std::atomic<uint64_t> ssd_hits{0}, ssd_hit_bytes{0};
+    std::atomic<uint64_t> misses{0}, miss_bytes{0};  // filled from the source (or a transform)
+  } by_form[kFormCount];
 };
 
 class TierManager {

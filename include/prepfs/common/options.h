@@ -10,7 +10,7 @@
 namespace prepfs {
 
 struct Options {
-  std::string source;      // a directory (s3:// later)
+  std::string source;      // a directory or s3://bucket/prefix
   std::string mountpoint;
 
   uint64_t ram_bytes = 1ull << 30;         // ram=       RAM tier budget
@@ -23,6 +23,7 @@ struct Options {
   bool foreground = false;                 // -f
   bool debug_fuse = false;                 // -d / -o debug: libfuse request trace
   bool allow_other = false;                // allow_other (FUSE)
+  std::string metrics_addr;                // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
 
   // decoded/ and augmented/ views
   std::string decoded_format = "ppm";      // decoded_format= ppm | npy (both views)
@@ -33,6 +34,15 @@ struct Options {
   uint64_t max_pixels = 100'000'000;       // max_pixels= refuse larger images (EIO)
   bool fast_paths = true;                  // fast_paths= DCT scaling for augmented/
   bool crop_decode = false;                // crop_decode= decode only the crop region (augmented/)
+
+  // s3:// sources
+  std::string s3_endpoint;                 // s3_endpoint= http(s)://host[:port]; empty: AWS
+  std::string s3_region;                   // s3_region= empty: $AWS_REGION or us-east-1
+  std::string s3_path_style = "auto";      // s3_path_style= 1 | 0 | auto
+  std::string s3_profile;                  // s3_profile= ~/.aws/credentials section
+  unsigned s3_connections = 64;            // s3_connections= HTTP connections to the endpoint
+  double s3_retry_time = 20;               // s3_retry_time= seconds a failing request is retried
+  uint64_t s3_part_size = 8ull << 20;      // s3_part_size= larger reads become parallel parts
 
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;

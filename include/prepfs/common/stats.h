@@ -17,12 +17,32 @@ struct TierCounters {
   std::atomic<uint64_t> write_errors{0};  // failed writes (SSD full, I/O error)
 };
 
+// A fixed-bucket latency histogram: one relaxed atomic per bucket, so recording from many
+// threads never takes a lock. Bucket i counts observations <= kBoundsNs[i]; the last is +Inf.
+struct LatencyHistogram {
+  static constexpr int kBuckets = 16;
+  static constexpr uint64_t kBoundsNs[kBuckets - 1] = {
+      50'000,      100'000,     250'000,       500'000,       1'000'000,     2'500'000,
+      5'000'000,   10'000'000,  25'000'000,    50'000'000,    100'000'000,   250'000'000,
+      500'000'000, 1'000'000'000, 2'500'000'000};
+  std::atomic<uint64_t> buckets[kBuckets]{};
+  std::atomic<uint64_t> sum_ns{0};
+
+  void record(uint64_t ns) {
+    int i = 0;
+    while (i < kBuckets - 1 && ns > kBoundsNs[i]) i++;
+    buckets[i].fetch_add(1, std::memory_order_relaxed);
+    sum_ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+};
+
 struct SourceCounters {
   std::atomic<uint64_t> reads{0};         // read requests sent to the source
   std::atomic<uint64_t> bytes{0};         // bytes fetched from the source
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> read_ns{0};       // total time spent in source reads
+  LatencyHistogram read_latency;          // per successful read
 };
 
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }

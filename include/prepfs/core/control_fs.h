@@ -1,6 +1,10 @@
 // The .prepfs/ control tree, served by its own FUSE session: its files change from one open to
 // the next, which the main session (no OPEN, page cache kept) cannot express. Each open takes a
 // snapshot that the handle reads consistently; reads bypass the page cache.
+//
+// A file with a `write` action is writable (a command channel such as `evict`): each write()
+// hands its bytes to the action, whose Error becomes the writer's errno. Everything else in the
+// tree stays read-only and answers EROFS, as the rest of the mount does.
 #pragma once
 
 #include <atomic>
@@ -8,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,9 +23,11 @@ namespace prepfs {
 class ControlFs final : public Filesystem {
  public:
   using Render = std::function<std::string()>;
+  using Write = std::function<void(std::string_view data)>;
   struct File {
     std::string name;
-    Render render;
+    Render render;          // null: the file reads as empty
+    Write write = nullptr;  // null: read-only (EROFS)
   };
   explicit ControlFs(std::vector<File> files);
 
@@ -33,8 +40,16 @@ class ControlFs final : public Filesystem {
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override { return {}; }
 
+  // The write path of the writable control files (called by the FUSE adaptor of this session).
+  // Both throw Error(EROFS) for any other inode.
+  size_t write(uint64_t ino, uint64_t fh, uint64_t off, std::string_view data);
+  Attr truncate(uint64_t ino, uint64_t size);  // O_TRUNC / truncate(2): accepted, nothing to do
+
  private:
   const File& file(uint64_t ino) const;  // throws ENOENT
+  const File& writable(uint64_t ino) const;  // throws ENOENT, or EROFS when it is read-only
+  static uint32_t mode_of(const File& f);
+  std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
   std::vector<File> files_;              // file i has inode i + 2; the directory is inode 1
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<const std::string>> open_;

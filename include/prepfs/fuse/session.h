@@ -3,6 +3,7 @@
 // (via prepfs::errno_of, the one map). It holds no file-system logic of its own.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -22,6 +23,8 @@ struct SessionConfig {
   bool skip_open = false;          // let the kernel stop sending OPEN/RELEASE (files with no per-open state)
   bool allow_other = false;
   bool debug = false;
+  bool read_only = true;           // false only for the control session (its writable command files)
+  bool exit_on_unmount = false;    // unmounted from outside (umount -R): SIGTERM the daemon
   double negative_timeout = 0;     // how long the kernel may remember that a name does not exist
 };
 
@@ -54,6 +57,7 @@ class FuseSession {
   bool mounted_ = false;
   unsigned conn_id_ = 0;  // /sys/fs/fuse/connections/<id>, to abort a connection that will not die
   std::thread loop_;
+  std::atomic<bool> stopping_{false};  // set by stop(); otherwise an ended loop means umount(8)
 
   std::mutex notify_mu_;
   std::condition_variable notify_cv_;

@@ -1,0 +1,167 @@
+#include "prepfs/core/metrics.h"
+
+#include <fmt/format.h>
+
+namespace prepfs {
+
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void PromText::family(std::string_view name, std::string_view type, std::string_view help) {
+  // HELP text escapes backslash and newline only.
+  std::string h;
+  for (char c : help) {
+    if (c == '\\') h += "\\\\";
+    else if (c == '\n') h += "\\n";
+    else h += c;
+  }
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, h, name, type);
+}
+
+void PromText::labels(Labels l) {
+  if (l.size() == 0) return;
+  out_ += '{';
+  bool first = true;
+  for (const auto& [k, v] : l) {
+    if (!first) out_ += ',';
+    first = false;
+    out_ += fmt::format("{}=\"{}\"", k, escape_label_value(v));
+  }
+  out_ += '}';
+}
+
+void PromText::sample(std::string_view name, Labels l, double value) {
+  out_ += name;
+  labels(l);
+  out_ += fmt::format(" {}\n", value);
+}
+
+void PromText::sample(std::string_view name, Labels l, uint64_t value) {
+  out_ += name;
+  labels(l);
+  out_ += fmt::format(" {}\n", value);
+}
+
+void PromText::histogram_seconds(std::string_view name, std::string_view help, const LatencyHistogram& h) {
+  family(name, "histogram", help);
+  std::string bucket = std::string(name) + "_bucket";
+  uint64_t cumulative = 0;
+  for (int i = 0; i < LatencyHistogram::kBuckets; i++) {
+    cumulative += load(h.buckets[i]);
+    std::string le = i < LatencyHistogram::kBuckets - 1
+                         ? fmt::format("{}", double(LatencyHistogram::kBoundsNs[i]) / 1e9)
+                         : std::string("+Inf");
+    sample(bucket, {{"le", le}}, cumulative);
+  }
+  sample(std::string(name) + "_sum", {}, double(load(h.sum_ns)) / 1e9);
+  sample(std::string(name) + "_count", {}, cumulative);
+}
+
+std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer) {
+  PromText p;
+  const CacheCounters& cc = cache.counters();
+  SsdTier* ssd = cache.ssd();
+  struct Tier {
+    const char* name;
+    const TierCounters& c;
+  };
+  const Tier tiers[] = {{"ram", cc.ram}, {"ssd", cc.ssd}};
+
+  auto per_tier = [&](const char* name, const char* help, std::atomic<uint64_t> TierCounters::*field) {
+    p.family(name, "counter", help);
+    for (const Tier& t : tiers) p.sample(name, {{"tier", t.name}}, load(t.c.*field));
+  };
+  per_tier("prepfs_cache_hits_total", "Chunk lookups answered by the tier.", &TierCounters::hits);
+  per_tier("prepfs_cache_misses_total", "Chunk lookups the tier could not answer.", &TierCounters::misses);
+  per_tier("prepfs_cache_hit_bytes_total", "Bytes served from the tier.", &TierCounters::hit_bytes);
+  per_tier("prepfs_cache_inserts_total", "Chunks admitted to the tier.", &TierCounters::inserts);
+  per_tier("prepfs_cache_evictions_total", "Chunks evicted from the tier to make room.", &TierCounters::evictions);
+  per_tier("prepfs_cache_rejected_total", "Admissions the tier refused.", &TierCounters::rejected);
+  per_tier("prepfs_cache_corrupt_total", "Entries that failed their checksum (then refetched).", &TierCounters::corrupt);
+  per_tier("prepfs_cache_write_errors_total", "Failed tier writes.", &TierCounters::write_errors);
+
+  p.family("prepfs_cache_entries", "gauge", "Chunks held by the tier.");
+  p.sample("prepfs_cache_entries", {{"tier", "ram"}}, uint64_t(cache.ram().entries()));
+  p.sample("prepfs_cache_entries", {{"tier", "ssd"}}, uint64_t(ssd ? ssd->entries() : 0));
+  p.family("prepfs_cache_budget_bytes", "gauge", "Byte budget of the tier.");
+  p.sample("prepfs_cache_budget_bytes", {{"tier", "ram"}}, cache.ram().budget());
+  p.sample("prepfs_cache_budget_bytes", {{"tier", "ssd"}}, ssd ? ssd->budget() : 0);
+  p.family("prepfs_cache_bytes", "gauge", "Bytes held by the tier, per form.");
+  for (int f = 0; f < kFormCount; f++) {
+    const char* form = form_name(static_cast<Form>(f));
+    p.sample("prepfs_cache_bytes", {{"tier", "ram"}, {"form", form}}, cache.ram().bytes(static_cast<Form>(f)));
+    p.sample("prepfs_cache_bytes", {{"tier", "ssd"}, {"form", form}}, ssd ? ssd->bytes(static_cast<Form>(f)) : 0);
+  }
+
+  using PF = CacheCounters::PerForm;
+  auto per_form = [&](const char* name, const char* help, std::atomic<uint64_t> PF::*ram,
+                      std::atomic<uint64_t> PF::*ssd_f, std::atomic<uint64_t> PF::*miss) {
+    p.family(name, "counter", help);
+    for (int f = 0; f < kFormCount; f++) {
+      const char* form = form_name(static_cast<Form>(f));
+      const PF& c = cc.by_form[f];
+      p.sample(name, {{"form", form}, {"result", "ram_hit"}}, load(c.*ram));
+      p.sample(name, {{"form", form}, {"result", "ssd_hit"}}, load(c.*ssd_f));
+      p.sample(name, {{"form", form}, {"result", "miss"}}, load(c.*miss));
+    }
+  };
+  per_form("prepfs_form_requests_total", "Chunk requests per form, by where they were answered.", &PF::ram_hits,
+           &PF::ssd_hits, &PF::misses);
+  per_form("prepfs_form_bytes_total", "Chunk bytes per form, by where they were answered.", &PF::ram_hit_bytes,
+           &PF::ssd_hit_bytes, &PF::miss_bytes);
+
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    p.family(name, "counter", help);
+    p.sample(name, {}, v);
+  };
+  auto gauge = [&](const char* name, const char* help, uint64_t v) {
+    p.family(name, "gauge", help);
+    p.sample(name, {}, v);
+  };
+  counter("prepfs_cache_fills_total", "Misses of both tiers that fetched or rendered the chunk.", load(cc.fills));
+  counter("prepfs_cache_fill_errors_total", "Fills that failed.", load(cc.fill_errors));
+  counter("prepfs_cache_joined_total", "Requests that waited on a fill already in flight.", load(cc.joined));
+  gauge("prepfs_ssd_write_queue_bytes", "Bytes waiting in the SSD tier's write queue.", ssd ? ssd->queued_bytes() : 0);
+  gauge("prepfs_ssd_write_queue_entries", "Chunks waiting in the SSD tier's write queue.",
+        uint64_t(ssd ? ssd->queued_jobs() : 0));
+
+  const SourceCounters& sc = source.counters();
+  counter("prepfs_source_reads_total", "Read requests sent to the source.", load(sc.reads));
+  counter("prepfs_source_bytes_total", "Bytes fetched from the source.", load(sc.bytes));
+  counter("prepfs_source_errors_total", "Failed source reads.", load(sc.errors));
+  counter("prepfs_source_opens_total", "Source files opened.", load(sc.opens));
+  p.histogram_seconds("prepfs_source_read_seconds", "Latency of successful source reads.", sc.read_latency);
+
+  const DataFsCounters& fc = fs.counters();
+  counter("prepfs_fs_reads_total", "Read requests answered by the raw and decoded views.", load(fc.reads));
+  counter("prepfs_fs_read_bytes_total", "Bytes returned by those reads.", load(fc.read_bytes));
+  counter("prepfs_fs_read_errors_total", "Reads answered with an error.", load(fc.read_errors));
+  counter("prepfs_fs_revalidations_total", "Files revalidated against the source (metadata_ttl).",
+          load(fc.revalidations));
+
+  RenderCounters none;
+  const RenderCounters& rc = renderer ? renderer->counters() : none;
+  p.family("prepfs_transform_renders_total", "counter", "Samples rendered by the transforms, by kind.");
+  p.sample("prepfs_transform_renders_total", {{"kind", "decoded"}}, load(rc.decoded));
+  p.sample("prepfs_transform_renders_total", {{"kind", "augmented"}}, load(rc.augmented));
+  p.sample("prepfs_transform_renders_total", {{"kind", "augmented_from_decoded"}}, load(rc.from_decoded));
+  counter("prepfs_transform_errors_total", "Files that could not be decoded or augmented.", load(rc.errors));
+  p.family("prepfs_transform_cpu_seconds_total", "counter", "Thread CPU time spent in decode and augment.");
+  p.sample("prepfs_transform_cpu_seconds_total", {}, double(load(rc.cpu_ns)) / 1e9);
+  counter("prepfs_transform_cpu_waits_total", "Renders that queued for a cpu slot (-o cpu=).", load(rc.waits));
+
+  gauge("prepfs_index_entries", "Entries in the metadata index.", fs.tree().size());
+  gauge("prepfs_index_files", "Regular files in the metadata index.", fs.tree().file_count());
+  return p.str();
+}
+
+}  // namespace prepfs

@@ -1,0 +1,79 @@
+// ControlFs: snapshots per open, and the write path of command files (everything else EROFS).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <string>
+
+#include "prepfs/common/error.h"
+#include "prepfs/core/control_fs.h"
+
+namespace prepfs {
+namespace {
+
+int err_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.err();
+  }
+  return 0;
+}
+
+struct Fixture : ::testing::Test {
+  int counter = 0;
+  std::string written;
+  ControlFs fs{{
+      {"stats", [this] { return "n=" + std::to_string(counter); }},
+      {"evict", nullptr, [this](std::string_view d) {
+         if (d == "fail\n") throw Error(EINVAL, "bad command");
+         written += d;
+       }},
+  }};
+  uint64_t ino(const char* name) { return fs.lookup(1, name).ino; }
+};
+
+TEST_F(Fixture, ModesSayWhatIsWritable) {
+  EXPECT_EQ(fs.getattr(ino("stats")).mode, S_IFREG | 0444u);
+  EXPECT_EQ(fs.getattr(ino("evict")).mode, S_IFREG | 0200u);
+  EXPECT_EQ(fs.getattr(ino("evict")).size, 0u);
+}
+
+TEST_F(Fixture, EachOpenReadsItsOwnSnapshot) {
+  OpenReply a = fs.open(ino("stats"), O_RDONLY);
+  counter = 7;
+  OpenReply b = fs.open(ino("stats"), O_RDONLY);
+  auto sa = fs.read(ino("stats"), a.fh, 0, 100);
+  auto sb = fs.read(ino("stats"), b.fh, 0, 100);
+  ASSERT_EQ(sa.size(), 1u);
+  EXPECT_EQ(std::string(sa[0].data, sa[0].len), "n=0");
+  EXPECT_EQ(std::string(sb[0].data, sb[0].len), "n=7");
+  EXPECT_TRUE(a.direct_io);
+  fs.release(ino("stats"), a.fh);
+  fs.release(ino("stats"), b.fh);
+}
+
+TEST_F(Fixture, WritesReachTheAction) {
+  OpenReply h = fs.open(ino("evict"), O_WRONLY | O_TRUNC);
+  EXPECT_EQ(fs.write(ino("evict"), h.fh, 0, "1\n"), 2u);
+  EXPECT_EQ(written, "1\n");
+  EXPECT_EQ(err_of([&] { fs.write(ino("evict"), h.fh, 2, "fail\n"); }), EINVAL);
+  fs.release(ino("evict"), h.fh);
+  EXPECT_EQ(err_of([&] { fs.write(ino("evict"), h.fh, 0, "1\n"); }), EBADF);  // released handle
+  EXPECT_EQ(fs.truncate(ino("evict"), 0).ino, ino("evict"));
+}
+
+TEST_F(Fixture, EverythingElseIsReadOnly) {
+  EXPECT_EQ(err_of([&] { fs.open(ino("stats"), O_WRONLY); }), EROFS);
+  EXPECT_EQ(err_of([&] { fs.open(ino("stats"), O_RDWR); }), EROFS);
+  EXPECT_EQ(err_of([&] { fs.truncate(ino("stats"), 0); }), EROFS);
+  EXPECT_EQ(err_of([&] { fs.truncate(1, 0); }), EROFS);
+  OpenReply h = fs.open(ino("stats"), O_RDONLY);
+  EXPECT_EQ(err_of([&] { fs.write(ino("stats"), h.fh, 0, "x"); }), EROFS);
+  EXPECT_EQ(err_of([&] { fs.lookup(1, "nope"); }), ENOENT);
+}
+
+}  // namespace
+}  // namespace prepfs
