@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "prepfs/common/error.h"
-#include "prepfs/core/control_fs.h"
 
 namespace prepfs {
 namespace {
@@ -205,18 +204,16 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 
 // The tree is read-only; the mount is "ro" too, so the kernel normally answers these itself.
 // The one exception is the control session, mounted "rw" for its writable command files
-// (ControlFs decides which; everything else there answers EROFS too).
+// (the Filesystem decides which; everything else answers EROFS).
 void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-ControlFs* control_fs_of(fuse_req_t req) { return dynamic_cast<ControlFs*>(&fs_of(req)); }
 
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fuse_file_info*) {
-  ControlFs* ctl = control_fs_of(req);
   // truncate(2) / O_TRUNC on a command file: accepted (timestamps that come with it are ignored).
   constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
                          FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
-  if (!ctl || !(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
+  if (!(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
   guarded(req, "setattr", [&] {
-    Attr a = ctl->truncate(ino, static_cast<uint64_t>(st->st_size));
+    Attr a = fs_of(req).truncate(ino, static_cast<uint64_t>(st->st_size));
     struct stat out = to_stat(a);
     fuse_reply_attr(req, &out, a.timeout);
   });
@@ -230,10 +227,8 @@ void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
 void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { erofs(req); }
 void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { erofs(req); }
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  ControlFs* ctl = control_fs_of(req);
-  if (!ctl) return erofs(req);
   guarded(req, "write", [&] {
-    fuse_reply_write(req, ctl->write(ino, fi->fh, static_cast<uint64_t>(off), std::string_view(buf, size)));
+    fuse_reply_write(req, fs_of(req).write(ino, fi->fh, static_cast<uint64_t>(off), std::string_view(buf, size)));
   });
 }
 void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }

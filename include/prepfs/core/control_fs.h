@@ -42,8 +42,8 @@ class ControlFs final : public Filesystem {
 
   // The write path of the writable control files (called by the FUSE adaptor of this session).
   // Both throw Error(EROFS) for any other inode.
-  size_t write(uint64_t ino, uint64_t fh, uint64_t off, std::string_view data);
-  Attr truncate(uint64_t ino, uint64_t size);  // O_TRUNC / truncate(2): accepted, nothing to do
+  size_t write(uint64_t ino, uint64_t fh, uint64_t off, std::string_view data) override;
+  Attr truncate(uint64_t ino, uint64_t size) override;  // O_TRUNC / truncate(2): accepted, nothing to do
 
  private:
   const File& file(uint64_t ino) const;  // throws ENOENT

@@ -54,6 +54,9 @@ class Filesystem {
   virtual std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) = 0;
   virtual void release(uint64_t ino, uint64_t fh) = 0;
   virtual FsStat statfs() = 0;
+  // Mutations. The data views are read-only; only control files accept writes (commands).
+  virtual size_t write(uint64_t ino, uint64_t fh, uint64_t off, std::string_view data);
+  virtual Attr truncate(uint64_t ino, uint64_t size);
 };
 
 }  // namespace prepfs
