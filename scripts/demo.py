@@ -97,7 +97,21 @@ def main():
         print(f"== cache: RAM {s['ram']['entries']} entries {s['ram']['bytes'] / 1e6:.1f} MB, "
               f"SSD {s['ssd']['entries']} entries {s['ssd']['bytes'] / 1e6:.1f} MB, "
               f"index {s['index']['entries']} entries in {s['index']['memory_bytes']} bytes")
-        print("   decoded/ and augmented/ views: not yet available in this build (issue 3)")
+        d.stop()
+        print("== remounting with ram=256M for the image views")
+        d = Daemon(prepfs, src, mnt, ssd, "ram=256M,ssd=1G", log)
+        for view, label in (("decoded", "decoded/ (PIL-exact PPM)"), ("augmented", "augmented/ (rrc 224 + flip)")):
+            before, t0 = d.stats(), time.time()
+            files, nbytes = read_tree(os.path.join(mnt, view))
+            secs = time.time() - t0
+            t = d.stats()["transform"]
+            print(f"  {label:<34} {files:5d} files {nbytes / 1e6:7.1f} MB {secs:6.2f} s "
+                  f"{files / secs:8.0f} files/s | rendered {t['decoded'] - before['transform']['decoded']} decoded, "
+                  f"{t['augmented'] - before['transform']['augmented']} augmented "
+                  f"({t['augmented_from_decoded'] - before['transform']['augmented_from_decoded']} from cached pixels)")
+        one = next(os.path.join(dp, n) for dp, _, ns in os.walk(os.path.join(mnt, "augmented")) for n in ns)
+        variants = {open(one, "rb").read() for _ in range(3)}
+        print(f"   three opens of {os.path.relpath(one, mnt)} gave {len(variants)} different variants")
         d.stop()
         print(f"== unmounted cleanly: {not mounted(mnt)}")
         print(f"   full stats JSON is at {mnt}/.prepfs/stats while mounted; the log is {log.name}")
