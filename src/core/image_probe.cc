@@ -39,11 +39,42 @@ ImageDims probe_image(Source& source, const std::string& rel, const FileVersion&
   return {};
 }
 
-void probe_images(Tree& tree, Source& source, unsigned threads) {
+namespace {
+
+// The node at tree's path rel in another tree, walking it by components.
+std::optional<uint32_t> find_path(const Tree& t, const std::string& rel) {
+  uint32_t cur = Tree::kRoot;
+  for (size_t pos = 0; pos <= rel.size();) {
+    size_t slash = rel.find('/', pos);
+    if (slash == std::string::npos) slash = rel.size();
+    auto next = t.lookup(cur, std::string_view(rel).substr(pos, slash - pos));
+    if (!next) return std::nullopt;
+    cur = *next;
+    pos = slash + 1;
+  }
+  return cur;
+}
+
+}  // namespace
+
+void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* previous) {
   std::vector<uint32_t> files;
-  for (uint32_t id = 0; id < tree.size(); id++)
-    if (S_ISREG(tree.node(id).mode) && tree.node(id).size > 0) files.push_back(id);
   std::vector<ImageDims> dims(tree.size());
+  size_t reused = 0;
+  for (uint32_t id = 0; id < tree.size(); id++) {
+    if (!S_ISREG(tree.node(id).mode) || tree.node(id).size == 0) continue;
+    if (previous && previous->probed()) {
+      auto old = find_path(*previous, tree.path(id));
+      if (old && S_ISREG(previous->node(*old).mode) && previous->version(*old).size == tree.version(id).size &&
+          previous->version(*old).mtime_ns == tree.version(id).mtime_ns) {
+        dims[id] = previous->dims(*old);
+        reused++;
+        continue;
+      }
+    }
+    files.push_back(id);
+  }
+  if (reused) spdlog::info("image headers: {} reused from the previous index, {} to read", reused, files.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {

@@ -49,7 +49,10 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   for (uint32_t id = 0; id < tree.size(); id++) {
     if (!tree.is_dir(id)) continue;
     auto fp = source.dir_fingerprint(tree.path(id));
-    if (!fp) return;  // the source has no fingerprints: nothing worth saving
+    if (!fp) {  // no fingerprints (object stores): saved for its image headers, never reused as is
+      dirs.clear();
+      break;
+    }
     dirs.push_back(DirRecord{id, 0, *fp});
   }
   Header h{};
@@ -85,14 +88,22 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
 }
 
-std::optional<Tree> load_tree(Source& source, const std::string& path) {
+namespace {
+
+struct StoredIndex {
+  Tree tree;
+  std::vector<DirRecord> dirs;
+};
+
+// Reads an index file and checks its integrity and owner; says nothing about freshness.
+std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream ss;
   ss << in.rdbuf();
   std::string data = ss.str();
-  auto reject = [&](const char* why) -> std::optional<Tree> {
-    spdlog::info("metadata index {} not reused: {}", path, why);
+  auto reject = [&](const char* why) -> std::optional<StoredIndex> {
+    spdlog::info("metadata index {} not usable: {}", path, why);
     return std::nullopt;
   };
   if (data.size() < sizeof(Header) + 8) return reject("truncated");
@@ -113,24 +124,43 @@ std::optional<Tree> load_tree(Source& source, const std::string& path) {
   p += h.node_count * sizeof(Node);
   std::string arena(p, h.arena_size);
   p += h.arena_size;
-  Tree tree = Tree::from_parts(std::move(nodes), std::move(arena));
-  for (uint64_t i = 0; i < h.dir_count; i++) {
-    DirRecord r;
-    std::memcpy(&r, p + i * sizeof r, sizeof r);
-    if (r.node >= tree.size() || !tree.is_dir(r.node)) return reject("corrupt directory record");
-    auto fp = source.dir_fingerprint(tree.path(r.node));
-    if (!fp || !(*fp == r.fp)) return reject("a directory changed");
-  }
+  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena)), std::vector<DirRecord>(h.dir_count)};
+  std::memcpy(out.dirs.data(), p, h.dir_count * sizeof(DirRecord));
+  p += h.dir_count * sizeof(DirRecord);
   std::vector<ImageDims> dims(h.node_count);
-  std::memcpy(dims.data(), p + h.dir_count * sizeof(DirRecord), h.node_count * sizeof(ImageDims));
-  tree.set_all_dims(std::move(dims));
-  return tree;
+  std::memcpy(dims.data(), p, h.node_count * sizeof(ImageDims));
+  out.tree.set_all_dims(std::move(dims));
+  for (const DirRecord& r : out.dirs)
+    if (r.node >= out.tree.size() || !out.tree.is_dir(r.node)) return reject("corrupt directory record");
+  return out;
+}
+
+}  // namespace
+
+std::optional<Tree> load_tree(Source& source, const std::string& path) {
+  auto stored = read_index(source, path);
+  if (!stored) return std::nullopt;
+  if (stored->dirs.empty()) {
+    spdlog::info("metadata index {} not reused: the source has no directory fingerprints", path);
+    return std::nullopt;
+  }
+  for (const DirRecord& r : stored->dirs) {
+    auto fp = source.dir_fingerprint(stored->tree.path(r.node));
+    if (!fp || !(*fp == r.fp)) {
+      spdlog::info("metadata index {} not reused: {} changed", path, stored->tree.path(r.node));
+      return std::nullopt;
+    }
+  }
+  return std::move(stored->tree);
 }
 
 TreeLoad load_or_scan_tree(Source& source, const std::string& path) {
   if (auto tree = load_tree(source, path)) return TreeLoad{std::move(*tree), true};
   TreeLoad out{Tree::scan(source), false};
-  probe_images(out.tree, source, 16);
+  // The previous index, stale as it may be, still knows the headers of files that kept their
+  // version: only new or changed files are probed again (one read each, a round trip on S3).
+  std::optional<StoredIndex> previous = read_index(source, path);
+  probe_images(out.tree, source, 16, previous ? &previous->tree : nullptr);
   try {
     save_tree(out.tree, source, path);
   } catch (const Error& e) {

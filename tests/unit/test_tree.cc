@@ -158,3 +158,19 @@ TEST(DataFs, FileChangedBehindAnImmutableIndexGivesEioNotMixedBytes) {
     EXPECT_EQ(e.err(), EIO);
   }
 }
+
+TEST(TreeStore, RescanReadsOnlyTheHeadersOfChangedFiles) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  load_or_scan_tree(src, idx);
+  uint64_t probes = load(src.counters().reads);
+  EXPECT_EQ(probes, 1u);  // f.bin: the other files are too short to be JPEGs, nothing to read
+  d.write("src/b/z.txt", "changed and longer");  // a new version of a known file
+  d.write("src/b/new.txt", "a new file");        // changes b/'s fingerprint: a rescan
+  TreeLoad again = load_or_scan_tree(src, idx);
+  EXPECT_FALSE(again.from_index);
+  EXPECT_EQ(load(src.counters().reads) - probes, 2u);  // z.txt (new version) and new.txt only
+  EXPECT_TRUE(again.tree.probed());
+}

@@ -15,7 +15,9 @@ namespace prepfs {
 ImageDims probe_image(Source& source, const std::string& rel, const FileVersion& version);
 
 // Probes every regular file of the tree with `threads` readers (latency-bound on remote
-// storage, so more threads than cores) and records the results in the tree.
-void probe_images(Tree& tree, Source& source, unsigned threads);
+// storage, so more threads than cores) and records the results in the tree. Files that `previous`
+// (an older index of the same source) holds with the same size and mtime keep their recorded
+// dimensions without a read.
+void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* previous = nullptr);
 
 }  // namespace prepfs
