@@ -1,0 +1,71 @@
+// The partition model's measured inputs (docs/MODEL.md). A plain struct: the profiler fills it from
+// EWMAs, the planner reads it. Units are bytes, seconds and samples; a capacity of 0 means "not
+// measured" and leaves that resource unconstrained.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace prepfs::model {
+
+// The three forms a sample can be cached in, and the two tiers.
+enum class Form { kRaw = 0, kDecoded = 1, kAugmented = 2 };
+enum class Tier { kRam = 0, kSsd = 1 };
+inline constexpr std::size_t kForms = 3;
+inline constexpr std::size_t kTiers = 2;
+inline constexpr std::array<Form, kForms> kAllForms{Form::kRaw, Form::kDecoded, Form::kAugmented};
+inline constexpr std::array<Tier, kTiers> kAllTiers{Tier::kRam, Tier::kSsd};
+
+const char* form_name(Form f);  // "raw", "decoded", "augmented"
+const char* tier_name(Tier t);  // "ram", "ssd"
+
+struct Inputs {
+  // Mean entry size S_f of each form, bytes, indexed by Form.
+  std::array<double, kForms> size{0, 0, 0};
+  double samples = 0;  // N, samples in the dataset
+
+  // Tier budgets, bytes (configuration rather than measurement, but the planner needs them).
+  double ram_capacity = 0;
+  double ssd_capacity = 0;
+
+  // The source: bandwidth B_src (bytes/s), per-request latency L_src (s) at concurrency C_src.
+  // Request capacity is C_src / L_src requests/s.
+  double src_bandwidth = 0;
+  double src_latency = 0;
+  double src_concurrency = 1;
+
+  double ssd_read_bw = 0;   // bytes/s
+  double ssd_write_bw = 0;  // bytes/s
+
+  // CPU seconds per sample: decode, augment from decoded pixels produced by that decode (c_aug),
+  // and augment from cached decoded pixels (c_aug_from_decoded, which skips unpacking the entry).
+  double c_dec = 0;
+  double c_aug = 0;
+  double c_aug_from_decoded = 0;
+  double cores = 1;  // P, cores the daemon may use for transforms
+
+  double copy_bw = 0;  // FUSE/memory copy bandwidth, bytes/s
+
+  // The consumer's own rate limit in samples/s (0 = unknown, unlimited).
+  double consumer_rate = 0;
+
+  Form view = Form::kAugmented;  // the view the consumer reads
+  double aug_reuse = 1;          // R: each augmented variant is served at most R times
+
+  double size_of(Form f) const { return size[static_cast<std::size_t>(f)]; }
+  double src_request_rate() const {  // C_src / L_src, 0 when not measured
+    return src_latency > 0 ? src_concurrency / src_latency : 0;
+  }
+};
+
+// Every numeric input with a stable name, for drift detection and the explanation.
+struct NamedInput {
+  const char* name;
+  const char* unit;
+  double value;
+};
+std::vector<NamedInput> named_inputs(const Inputs& in);
+
+}  // namespace prepfs::model

@@ -1,0 +1,66 @@
+// A placement n(f,t) of samples over forms and tiers, and the model that predicts its throughput
+// (docs/MODEL.md). Pure arithmetic: no I/O, no FUSE.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+
+#include "prepfs/model/inputs.h"
+
+namespace prepfs::model {
+
+// n(f,t): samples cached in form f in tier t. Doubles so the LP's fractional optimum fits too;
+// the planner's final placement holds integers. Each sample is cached in at most one (form, tier).
+struct Placement {
+  std::array<std::array<double, kTiers>, kForms> n{};
+
+  double& at(Form f, Tier t) { return n[static_cast<std::size_t>(f)][static_cast<std::size_t>(t)]; }
+  double at(Form f, Tier t) const { return n[static_cast<std::size_t>(f)][static_cast<std::size_t>(t)]; }
+  double total() const;                              // sum over f,t
+  double bytes(const Inputs& in, Tier t) const;      // sum_f n(f,t) * S_f
+};
+
+// Capacity constraints: n >= 0, bytes per tier within budget, sum_{f,t} n(f,t) <= N.
+// tolerance is relative (to the budget, and to N).
+bool feasible(const Inputs& in, const Placement& p, double tolerance = 1e-9);
+
+enum class Resource { kCpu = 0, kSsd, kSourceBytes, kSourceRequests, kCopy, kConsumer };
+inline constexpr std::size_t kResources = 6;
+const char* resource_name(Resource r);
+
+// Per-request (per sample served through the consumer's view) usage.
+struct Usage {
+  double cpu_s = 0;
+  double ssd_read_bytes = 0;
+  double ssd_write_bytes = 0;  // refills of augmented variants that live on SSD
+  double source_bytes = 0;
+  double source_requests = 0;
+  double copy_bytes = 0;
+};
+
+struct Prediction {
+  Usage usage;
+  // Per resource: seconds of that resource per request (usage / capacity; for the SSD the sum of
+  // read and write time), and the samples/s it allows (infinity when unconstrained or unused).
+  std::array<double, kResources> load{};
+  std::array<double, kResources> rate{};
+  double throughput = 0;  // min over resources of rate, samples/s
+  Resource binding = Resource::kCpu;
+};
+
+Prediction predict(const Inputs& in, const Placement& p);
+
+// The same usage as an affine function of the fractions x(f,t) = n(f,t)/N:
+// load_r(x) = base[r] + sum_{f,t} coef[r][f*kTiers+t] * x(f,t). Unconstrained resources have
+// constrained[r] == false. predict() is built on it, and the solver uses it as its LP rows.
+struct LinearLoad {
+  std::array<double, kResources> base{};
+  std::array<std::array<double, kForms * kTiers>, kResources> coef{};
+  std::array<bool, kResources> constrained{};
+  Usage usage_base;
+  std::array<Usage, kForms * kTiers> usage_coef;
+};
+LinearLoad linear_load(const Inputs& in);
+
+}  // namespace prepfs::model

@@ -1,0 +1,468 @@
+// The partition model (docs/MODEL.md): equations on hand-computed cases, the exact solver against
+// brute force, the single-form alternatives, drift detection and the EWMA.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "prepfs/model/drift.h"
+#include "prepfs/model/ewma.h"
+#include "prepfs/model/inputs.h"
+#include "prepfs/model/partition.h"
+#include "prepfs/model/solver.h"
+
+using namespace prepfs::model;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A machine with round numbers, used by the hand-computed cases.
+Inputs base_inputs() {
+  Inputs in;
+  in.size = {100e3, 600e3, 150e3};  // raw, decoded, augmented
+  in.samples = 1000;
+  in.ram_capacity = 1e9;
+  in.ssd_capacity = 1e9;
+  in.src_bandwidth = 100e6;
+  in.src_latency = 0.01;
+  in.src_concurrency = 10;  // 1000 requests/s
+  in.ssd_read_bw = 1e9;
+  in.ssd_write_bw = 5e8;
+  in.c_dec = 0.004;
+  in.c_aug = 0.002;
+  in.c_aug_from_decoded = 0.001;
+  in.cores = 4;
+  in.copy_bw = 1e9;
+  in.view = Form::kAugmented;
+  in.aug_reuse = 1;
+  return in;
+}
+
+double rate_of(const Prediction& p, Resource r) { return p.rate[static_cast<std::size_t>(r)]; }
+
+}  // namespace
+
+// Case 1: nothing cached. Every request is a miss:
+//   cpu    c_dec + c_aug = 0.006 s        -> 4 / 0.006      = 666.67/s
+//   source 100e3 B                        -> 100e6 / 100e3  = 1000/s
+//   reqs   1                              -> 10 / 0.01      = 1000/s
+//   copy   S_aug = 150e3 B                -> 1e9 / 150e3    = 6666.67/s
+//   ssd    0                              -> unlimited
+// Throughput 666.67/s, bound by cpu.
+TEST(ModelEquations, NoCache) {
+  const Inputs in = base_inputs();
+  const Prediction p = predict(in, Placement{});
+  EXPECT_NEAR(p.usage.cpu_s, 0.006, 1e-12);
+  EXPECT_NEAR(p.usage.source_bytes, 100e3, 1e-6);
+  EXPECT_NEAR(p.usage.source_requests, 1, 1e-12);
+  EXPECT_NEAR(p.usage.copy_bytes, 150e3, 1e-6);
+  EXPECT_EQ(p.usage.ssd_read_bytes, 0);
+  EXPECT_NEAR(rate_of(p, Resource::kCpu), 4 / 0.006, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kSourceBytes), 1000, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kSourceRequests), 1000, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kCopy), 1e9 / 150e3, 1e-6);
+  EXPECT_EQ(rate_of(p, Resource::kSsd), kInf);
+  EXPECT_EQ(rate_of(p, Resource::kConsumer), kInf);
+  EXPECT_NEAR(p.throughput, 666.6666667, 1e-6);
+  EXPECT_EQ(p.binding, Resource::kCpu);
+}
+
+// Case 2: 500 raw in RAM, 250 decoded on SSD, 250 uncached (probabilities .5, .25, .25):
+//   cpu    .5*0.006 + .25*0.001 + .25*0.006 = 0.00475 s -> 4 / 0.00475 = 842.105/s
+//   ssd    read .25*600e3 = 150e3 B at 1e9 B/s          -> 6666.67/s
+//   source .25*100e3 = 25e3 B                           -> 4000/s
+//   reqs   .25                                          -> 4000/s
+//   copy   150e3 B                                      -> 6666.67/s
+// Throughput 842.105/s, bound by cpu.
+TEST(ModelEquations, MixedPlacement) {
+  const Inputs in = base_inputs();
+  Placement pl;
+  pl.at(Form::kRaw, Tier::kRam) = 500;
+  pl.at(Form::kDecoded, Tier::kSsd) = 250;
+  ASSERT_TRUE(feasible(in, pl));
+  const Prediction p = predict(in, pl);
+  EXPECT_NEAR(p.usage.cpu_s, 0.00475, 1e-12);
+  EXPECT_NEAR(p.usage.ssd_read_bytes, 150e3, 1e-6);
+  EXPECT_NEAR(p.usage.ssd_write_bytes, 0, 1e-9);
+  EXPECT_NEAR(p.usage.source_bytes, 25e3, 1e-6);
+  EXPECT_NEAR(p.usage.source_requests, 0.25, 1e-12);
+  EXPECT_NEAR(rate_of(p, Resource::kSsd), 1e9 / 150e3, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kSourceBytes), 4000, 1e-6);
+  EXPECT_NEAR(p.throughput, 4 / 0.00475, 1e-6);
+  EXPECT_EQ(p.binding, Resource::kCpu);
+}
+
+// Case 3: slow source (10e6 B/s), aug_reuse R = 4, all 1000 samples augmented on SSD.
+// A variant serves 4 requests: one regenerates it (a miss plus an SSD write), three read it.
+//   cpu    0.006 / 4 = 0.0015 s                         -> 2666.67/s
+//   source 100e3 / 4 = 25e3 B                           -> 10e6 / 25e3 = 400/s
+//   reqs   1/4                                          -> 4000/s
+//   ssd    read 150e3*3/4 = 112.5e3 B -> 112.5e-6 s, write 150e3/4 = 37.5e3 B at 5e8 -> 75e-6 s;
+//          187.5e-6 s                                   -> 5333.33/s
+//   copy   150e3                                        -> 6666.67/s
+// Throughput 400/s, bound by source bandwidth. The same in RAM: copy 150e3 + 37.5e3 = 187.5e3 B.
+TEST(ModelEquations, AugmentedWithReuse) {
+  Inputs in = base_inputs();
+  in.src_bandwidth = 10e6;
+  in.aug_reuse = 4;
+  Placement pl;
+  pl.at(Form::kAugmented, Tier::kSsd) = 1000;
+  const Prediction p = predict(in, pl);
+  EXPECT_NEAR(p.usage.cpu_s, 0.0015, 1e-12);
+  EXPECT_NEAR(p.usage.source_bytes, 25e3, 1e-6);
+  EXPECT_NEAR(p.usage.source_requests, 0.25, 1e-12);
+  EXPECT_NEAR(p.usage.ssd_read_bytes, 112.5e3, 1e-6);
+  EXPECT_NEAR(p.usage.ssd_write_bytes, 37.5e3, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kSsd), 1 / 187.5e-6, 1e-6);
+  EXPECT_NEAR(rate_of(p, Resource::kCpu), 4 / 0.0015, 1e-6);
+  EXPECT_NEAR(p.throughput, 400, 1e-9);
+  EXPECT_EQ(p.binding, Resource::kSourceBytes);
+
+  Placement ram;
+  ram.at(Form::kAugmented, Tier::kRam) = 1000;
+  const Prediction q = predict(in, ram);
+  EXPECT_NEAR(q.usage.copy_bytes, 187.5e3, 1e-6);
+  EXPECT_EQ(q.usage.ssd_write_bytes, 0);
+  EXPECT_NEAR(q.throughput, 400, 1e-9);
+}
+
+// With aug_reuse 1 an augmented entry on SSD costs a whole miss plus a write: strictly worse.
+TEST(ModelEquations, AugmentedWithoutReuseIsAMissPlusAWrite) {
+  const Inputs in = base_inputs();
+  Placement pl;
+  pl.at(Form::kAugmented, Tier::kSsd) = 1000;
+  const Prediction p = predict(in, pl), none = predict(in, Placement{});
+  EXPECT_NEAR(p.usage.cpu_s, none.usage.cpu_s, 1e-12);
+  EXPECT_NEAR(p.usage.source_bytes, none.usage.source_bytes, 1e-6);
+  EXPECT_NEAR(p.usage.ssd_write_bytes, 150e3, 1e-6);
+  EXPECT_EQ(p.usage.ssd_read_bytes, 0);
+}
+
+// Case 4: the consumer reads decoded/, all decoded in RAM: no CPU, no source; copy 600e3 B at 1e9
+// -> 1666.67/s, bound by the copy. Raw in RAM instead: cpu c_dec = 0.004 -> 1000/s.
+TEST(ModelEquations, DecodedView) {
+  Inputs in = base_inputs();
+  in.view = Form::kDecoded;
+  Placement pl;
+  pl.at(Form::kDecoded, Tier::kRam) = 1000;
+  Prediction p = predict(in, pl);
+  EXPECT_EQ(p.usage.cpu_s, 0);
+  EXPECT_NEAR(p.usage.source_bytes, 0, 1e-9);
+  EXPECT_NEAR(p.throughput, 1e9 / 600e3, 1e-6);
+  EXPECT_EQ(p.binding, Resource::kCopy);
+  Placement raw;
+  raw.at(Form::kRaw, Tier::kRam) = 1000;
+  p = predict(in, raw);
+  EXPECT_NEAR(p.throughput, 1000, 1e-9);
+  // Augmented entries cannot serve decoded/: they change nothing.
+  Placement aug;
+  aug.at(Form::kAugmented, Tier::kRam) = 1000;
+  EXPECT_NEAR(predict(in, aug).throughput, predict(in, Placement{}).throughput, 1e-9);
+}
+
+TEST(ModelEquations, Feasibility) {
+  const Inputs in = base_inputs();
+  Placement p;
+  p.at(Form::kDecoded, Tier::kRam) = 1000;  // 600 MB of 1 GB
+  EXPECT_TRUE(feasible(in, p));
+  p.at(Form::kDecoded, Tier::kRam) = 1700;  // more samples than N
+  EXPECT_FALSE(feasible(in, p));
+  p = {};
+  p.at(Form::kDecoded, Tier::kSsd) = 800;  // 480 MB
+  p.at(Form::kRaw, Tier::kSsd) = 200;      // 20 MB
+  EXPECT_TRUE(feasible(in, p));
+  p.at(Form::kRaw, Tier::kRam) = 1;  // 1001 samples: a sample would be in two places
+  EXPECT_FALSE(feasible(in, p));
+  p = {};
+  p.at(Form::kDecoded, Tier::kSsd) = -1;
+  EXPECT_FALSE(feasible(in, p));
+}
+
+TEST(SingleForm, FillsRamThenSsd) {
+  Inputs in = base_inputs();
+  in.ram_capacity = 30e6;  // 300 raw, 50 decoded, 200 augmented
+  in.ssd_capacity = 45e6;  // then 450 raw, 75 decoded, 300 augmented
+  Placement p = single_form(in, Form::kRaw);
+  EXPECT_EQ(p.at(Form::kRaw, Tier::kRam), 300);
+  EXPECT_EQ(p.at(Form::kRaw, Tier::kSsd), 450);
+  EXPECT_EQ(p.total(), 750);
+  p = single_form(in, Form::kDecoded);
+  EXPECT_EQ(p.at(Form::kDecoded, Tier::kRam), 50);
+  EXPECT_EQ(p.at(Form::kDecoded, Tier::kSsd), 75);
+  p = single_form(in, Form::kAugmented);
+  EXPECT_EQ(p.at(Form::kAugmented, Tier::kRam), 200);
+  EXPECT_EQ(p.at(Form::kAugmented, Tier::kSsd), 300);
+  // Never more than N: RAM holds all 1000 raw, the SSD gets none.
+  in.ram_capacity = 1e9;
+  p = single_form(in, Form::kRaw);
+  EXPECT_EQ(p.at(Form::kRaw, Tier::kRam), 1000);
+  EXPECT_EQ(p.at(Form::kRaw, Tier::kSsd), 0);
+
+  // The plan carries them, with their predictions. Slow source (10e6 B/s -> 100/s uncached).
+  in = base_inputs();
+  in.src_bandwidth = 10e6;
+  const Plan plan = solve(in);
+  EXPECT_STREQ(plan.alternatives[0].name, "no cache");
+  EXPECT_NEAR(plan.alternatives[0].prediction.throughput, 100, 1e-9);
+  // All raw: all 1000 in RAM, cpu 0.006 -> 666.67/s.
+  EXPECT_NEAR(plan.alternatives[1].prediction.throughput, 4 / 0.006, 1e-6);
+  // All decoded: 1000 * 600e3 = 600 MB fits RAM; cpu 0.001 -> 4000/s; copy 6666.67/s.
+  EXPECT_NEAR(plan.alternatives[2].prediction.throughput, 4000, 1e-6);
+  // All augmented, aug_reuse 1: every request regenerates from the source: 100/s.
+  EXPECT_NEAR(plan.alternatives[3].prediction.throughput, 100, 1e-9);
+}
+
+// Hand case for the solver: everything decoded in RAM is the best possible (cpu 0.001 per request
+// is the least any form costs, and it fits), so the plan is all decoded in RAM at 4000/s.
+TEST(Solver, HandCaseAllDecodedInRam) {
+  Inputs in = base_inputs();
+  in.src_bandwidth = 10e6;
+  const Plan plan = solve(in);
+  EXPECT_EQ(plan.placement.at(Form::kDecoded, Tier::kRam), 1000);
+  EXPECT_EQ(plan.placement.total(), 1000);
+  EXPECT_NEAR(plan.prediction.throughput, 4000, 1e-6);
+  EXPECT_EQ(plan.prediction.binding, Resource::kCpu);
+  EXPECT_TRUE(plan.caching_helps);
+  const std::string text = explain(in, plan);
+  EXPECT_NE(text.find("bound by cpu"), std::string::npos) << text;
+  EXPECT_NE(text.find("all decoded"), std::string::npos) << text;
+  EXPECT_NE(text.find("src_bandwidth"), std::string::npos) << text;
+}
+
+// RAM for 100 decoded (60 MB), no SSD, source 10e6 B/s. Let a = decoded fraction, b = raw
+// fraction in RAM with 600e3*1000 a + 100e3*1000 b <= 60e6, i.e. 6a + b <= 0.6.
+// cpu load 0.001a + 0.006(1-a) over 4 cores; source load (1-a-b)*100e3 / 10e6.
+// The source is binding as long as (1-a-b)/100 > (0.006 - 0.005a)/4; at the RAM limit
+// b = 0.6 - 6a, the source load is (0.4 + 5a)/100, smallest at a = 0: all raw, b = 0.6:
+// source 0.4 * 100e3 = 40e3 B -> 250/s; cpu 0.006 -> 666/s. So: 600 raw in RAM, 250/s.
+TEST(Solver, HandCaseScarceRamPrefersRaw) {
+  Inputs in = base_inputs();
+  in.src_bandwidth = 10e6;
+  in.ram_capacity = 60e6;
+  in.ssd_capacity = 0;
+  const Plan plan = solve(in);
+  EXPECT_NEAR(plan.placement.at(Form::kRaw, Tier::kRam), 600, 1e-9);
+  EXPECT_NEAR(plan.prediction.throughput, 250, 1e-6);
+  EXPECT_EQ(plan.prediction.binding, Resource::kSourceBytes);
+  EXPECT_EQ(plan.placement.bytes(in, Tier::kSsd), 0);
+}
+
+TEST(Solver, CachingCannotHelpConsumerBound) {
+  Inputs in = base_inputs();
+  in.consumer_rate = 50;  // the source alone serves 666/s (cpu bound) > 50/s
+  const Plan plan = solve(in);
+  EXPECT_FALSE(plan.caching_helps);
+  EXPECT_EQ(plan.placement.total(), 0);
+  EXPECT_NEAR(plan.prediction.throughput, 50, 1e-9);
+  const std::string text = explain(in, plan);
+  EXPECT_NE(text.find("cannot help"), std::string::npos) << text;
+  EXPECT_NE(text.find("keeps up with the consumer"), std::string::npos) << text;
+  EXPECT_NE(text.find("no SSD write"), std::string::npos) << text;
+}
+
+TEST(Solver, CachingCannotHelpCopyBound) {
+  Inputs in = base_inputs();
+  in.copy_bw = 15e6;  // 100/s whatever is cached
+  const Plan plan = solve(in);
+  EXPECT_FALSE(plan.caching_helps);
+  EXPECT_EQ(plan.placement.total(), 0);
+  EXPECT_EQ(plan.prediction.binding, Resource::kCopy);
+  EXPECT_NE(explain(in, plan).find("binding resource is copy"), std::string::npos);
+}
+
+// Ties: with a fast source the CPU binds and raw caching saves nothing: no SSD bytes are chosen.
+TEST(Solver, TiesPreferNoSsd) {
+  Inputs in = base_inputs();
+  in.size[1] = 5e9;  // decoded never fits, so only raw or augmented could be cached
+  in.src_bandwidth = 1e12;
+  in.src_latency = 0;
+  const Plan plan = solve(in);
+  EXPECT_FALSE(plan.caching_helps);
+  EXPECT_EQ(plan.placement.bytes(in, Tier::kSsd), 0);
+  EXPECT_NEAR(plan.prediction.throughput, 4 / 0.006, 1e-6);
+}
+
+namespace {
+
+// Throughput at fractions x (index f*2+t) straight from the linear load.
+double grid_throughput(const LinearLoad& ll, const std::array<double, 6>& x) {
+  double worst = 0;
+  for (std::size_t r = 0; r < kResources; r++) {
+    if (!ll.constrained[r]) continue;
+    double l = ll.base[r];
+    for (std::size_t i = 0; i < 6; i++) l += ll.coef[r][i] * x[i];
+    worst = std::max(worst, l);
+  }
+  return worst > 0 ? 1 / worst : kInf;
+}
+
+Inputs random_inputs(std::mt19937_64& rng) {
+  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto logu = [&](double lo, double hi) { return std::exp(uni(std::log(lo), std::log(hi))); };
+  auto maybe_zero = [&](double v) { return uni(0, 1) < 0.1 ? 0.0 : v; };
+  Inputs in;
+  const double raw = logu(20e3, 500e3);
+  const double dec = raw * uni(2, 12);
+  in.size = {raw, dec, dec * uni(0.1, 1.0)};
+  in.samples = 16.0 * std::floor(uni(100, 5000));
+  const double all_dec = in.samples * dec;
+  in.ram_capacity = uni(0, 0.8) * all_dec;
+  in.ssd_capacity = uni(0, 1) < 0.2 ? 0.0 : uni(0, 1.5) * all_dec;
+  in.src_bandwidth = maybe_zero(logu(1e6, 1e10));
+  in.src_latency = maybe_zero(logu(1e-4, 0.1));
+  in.src_concurrency = std::floor(uni(1, 64));
+  in.ssd_read_bw = maybe_zero(logu(1e8, 7e9));
+  in.ssd_write_bw = maybe_zero(logu(5e7, 5e9));
+  in.c_dec = logu(1e-4, 2e-2);
+  in.c_aug = logu(1e-4, 1e-2);
+  in.c_aug_from_decoded = in.c_aug * uni(0.3, 1.0);
+  in.cores = maybe_zero(std::floor(uni(1, 32)));
+  in.copy_bw = maybe_zero(logu(1e9, 2e10));
+  in.consumer_rate = uni(0, 1) < 0.15 ? logu(10, 1e5) : 0.0;
+  const double reuse[] = {1, 2, 4, 8};
+  in.aug_reuse = reuse[rng() % 4];
+  const double v = uni(0, 1);
+  in.view = v < 0.8 ? Form::kAugmented : v < 0.9 ? Form::kDecoded : Form::kRaw;
+  return in;
+}
+
+}  // namespace
+
+// The solver against brute force: every placement whose fractions are multiples of 1/16 (and
+// that fits), on 200 random machines.
+TEST(Solver, MatchesBruteForceOnRandomInstances) {
+  std::mt19937_64 rng(20261122);
+  constexpr int kSteps = 16;
+  int helped = 0;
+  for (int instance = 0; instance < 200; instance++) {
+    const Inputs in = random_inputs(rng);
+    const LinearLoad ll = linear_load(in);
+    double best = 0;
+    // Every k with sum k <= kSteps.
+    for (int a = 0; a <= kSteps; a++)
+      for (int b = 0; a + b <= kSteps; b++)
+        for (int c = 0; a + b + c <= kSteps; c++)
+          for (int d = 0; a + b + c + d <= kSteps; d++)
+            for (int e = 0; a + b + c + d + e <= kSteps; e++)
+              for (int f = 0; a + b + c + d + e + f <= kSteps; f++) {
+                const std::array<int, 6> k{a, b, c, d, e, f};
+                Placement p;
+                std::array<double, 6> x{};
+                for (std::size_t i = 0; i < 6; i++) {
+                  x[i] = static_cast<double>(k[i]) / kSteps;
+                  p.n[i / 2][i % 2] = x[i] * in.samples;
+                }
+                if (feasible(in, p, 0.0)) best = std::max(best, grid_throughput(ll, x));
+              }
+
+    const Plan plan = solve(in);
+    SCOPED_TRACE(explain(in, plan));
+    // The exact optimum is at least as good as any grid point.
+    if (std::isinf(best)) {
+      EXPECT_TRUE(std::isinf(plan.lp_throughput));
+    } else {
+      EXPECT_GE(plan.lp_throughput, best * (1 - 1e-9)) << "instance " << instance;
+      // The integer plan loses at most a sample per variable to rounding.
+      EXPECT_GE(plan.prediction.throughput, best * (1 - 1e-3)) << "instance " << instance;
+      EXPECT_LE(plan.prediction.throughput, plan.lp_throughput * (1 + 1e-9));
+    }
+    // The plan fits, holds whole samples, and matches predict().
+    EXPECT_TRUE(feasible(in, plan.placement, 0.0)) << "instance " << instance;
+    for (const auto& row : plan.placement.n)
+      for (double v : row) EXPECT_EQ(v, std::floor(v));
+    const Prediction again = predict(in, plan.placement);
+    EXPECT_EQ(again.throughput, plan.prediction.throughput);
+    // No alternative beats the plan (beyond rounding).
+    for (const Alternative& a : plan.alternatives) {
+      EXPECT_TRUE(feasible(in, a.placement, 0.0));
+      EXPECT_GE(plan.prediction.throughput, a.prediction.throughput * (1 - 1e-3)) << a.name;
+    }
+    if (plan.caching_helps) helped++;
+  }
+  // The random machines exercise both outcomes.
+  EXPECT_GT(helped, 20);
+  EXPECT_LT(helped, 200);
+}
+
+// predict() and the linear form agree on arbitrary placements.
+TEST(Solver, LinearLoadMatchesPredict) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 100; i++) {
+    const Inputs in = random_inputs(rng);
+    const LinearLoad ll = linear_load(in);
+    std::array<double, 6> x{};
+    double left = 1;
+    Placement p;
+    for (std::size_t j = 0; j < 6; j++) {
+      x[j] = std::uniform_real_distribution<double>(0, left)(rng);
+      left -= x[j];
+      p.n[j / 2][j % 2] = x[j] * in.samples;
+    }
+    const double want = grid_throughput(ll, x), got = predict(in, p).throughput;
+    if (std::isinf(want))
+      EXPECT_TRUE(std::isinf(got));
+    else
+      EXPECT_NEAR(got, want, want * 1e-12);
+  }
+}
+
+TEST(Drift, RelativeChange) {
+  EXPECT_EQ(relative_change(0, 0), 0);
+  EXPECT_EQ(relative_change(100, 100), 0);
+  EXPECT_NEAR(relative_change(100, 130), 0.3, 1e-12);
+  EXPECT_NEAR(relative_change(100, 70), 0.3, 1e-12);
+  EXPECT_EQ(relative_change(0, 5), kInf);
+}
+
+TEST(Drift, DetectsTheLargestChange) {
+  const Inputs a = base_inputs();
+  Inputs b = a;
+  Drift d = detect_drift(a, b, 0.2);
+  EXPECT_FALSE(d.drifted);
+  EXPECT_EQ(d.change, 0);
+
+  b.src_bandwidth *= 1.1;  // 10%: below the threshold
+  b.c_dec *= 0.95;
+  d = detect_drift(a, b, 0.2);
+  EXPECT_FALSE(d.drifted);
+  EXPECT_EQ(d.input, "src_bandwidth");
+  EXPECT_NEAR(d.change, 0.1, 1e-12);
+
+  b.c_aug *= 1.5;  // 50%
+  d = detect_drift(a, b, 0.2);
+  EXPECT_TRUE(d.drifted);
+  EXPECT_EQ(d.input, "c_aug");
+  EXPECT_NEAR(d.change, 0.5, 1e-12);
+
+  b = a;
+  b.consumer_rate = 100;  // from unmeasured to measured
+  d = detect_drift(a, b, 0.2);
+  EXPECT_TRUE(d.drifted);
+  EXPECT_EQ(d.input, "consumer_rate");
+
+  b = a;
+  b.view = Form::kDecoded;
+  d = detect_drift(a, b, 0.2);
+  EXPECT_TRUE(d.drifted);
+  EXPECT_EQ(d.input, "view");
+}
+
+TEST(Ewma, FirstValueThenMovesByAlpha) {
+  Ewma e(0.25);
+  EXPECT_FALSE(e.has_value());
+  EXPECT_EQ(e.alpha(), 0.25);
+  e.update(100);
+  EXPECT_TRUE(e.has_value());
+  EXPECT_EQ(e.value(), 100);
+  e.update(200);  // 100 + 0.25 * 100
+  EXPECT_EQ(e.value(), 125);
+  e.update(125);
+  EXPECT_EQ(e.value(), 125);
+  for (int i = 0; i < 200; i++) e.update(10);
+  EXPECT_NEAR(e.value(), 10, 1e-9);
+  e.reset();
+  EXPECT_FALSE(e.has_value());
+}
