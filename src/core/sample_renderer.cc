@@ -83,7 +83,7 @@ std::vector<uint8_t> SampleRenderer::raw_bytes(uint32_t node) {
 }
 
 template <class F>
-ChunkRef SampleRenderer::transform(uint32_t node, F&& body) {
+ChunkRef SampleRenderer::transform(uint32_t node, std::atomic<uint64_t>& cpu_bucket, F&& body) {
   if (!cpu_slots_.try_acquire()) {
     bump(counters_.waits);
     cpu_slots_.acquire();
@@ -96,7 +96,9 @@ ChunkRef SampleRenderer::transform(uint32_t node, F&& body) {
   try {
     check_limits(node);
     ChunkRef out = body();
-    bump(counters_.cpu_ns, thread_cpu_ns() - t0);
+    uint64_t spent = thread_cpu_ns() - t0;
+    bump(counters_.cpu_ns, spent);
+    bump(cpu_bucket, spent);
     return out;
   } catch (const transform::TransformError& e) {
     bump(counters_.cpu_ns, thread_cpu_ns() - t0);
@@ -114,7 +116,7 @@ ChunkRef SampleRenderer::transform(uint32_t node, F&& body) {
 ChunkRef SampleRenderer::decoded(uint32_t node) {
   return cache_.get_or_fill(key(node, Form::decoded, 0), Form::decoded, [&] {
     std::vector<uint8_t> jpeg = raw_bytes(node);
-    return transform(node, [&] {
+    return transform(node, counters_.decode_cpu_ns, [&] {
       auto c = Chunk::allocate(decoded_size(node));
       size_t n = transform::render_decoded(jpeg, cfg_.format,
                                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(c->mutable_data()), c->size()),
@@ -134,7 +136,7 @@ ChunkRef SampleRenderer::augmented(uint32_t node, uint32_t variant) {
       ImageDims d = tree_.dims(node);
       size_t header = transform::encoded_header(cfg_.format, int(d.width), int(d.height)).size();
       if (dec->size() == header + uint64_t(d.width) * d.height * 3) {
-        return transform(node, [&] {
+        return transform(node, counters_.augment_from_decoded_cpu_ns, [&] {
           transform::ImageView view{reinterpret_cast<const uint8_t*>(dec->data()) + header, int(d.width),
                                     int(d.height), std::ptrdiff_t(d.width) * 3};
           transform::Image img = transform::apply_ops(transform::copy_image(view), cfg_.spec.ops(), rng);
@@ -145,7 +147,7 @@ ChunkRef SampleRenderer::augmented(uint32_t node, uint32_t variant) {
       }
     }
     std::vector<uint8_t> jpeg = raw_bytes(node);
-    return transform(node, [&] {
+    return transform(node, counters_.augment_cpu_ns, [&] {
       bump(counters_.augmented);
       return to_chunk(transform::render_augmented(jpeg, cfg_.spec, rng, cfg_.format, cfg_.augment));
     });

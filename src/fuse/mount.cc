@@ -19,6 +19,7 @@
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
+#include "prepfs/core/plan_report.h"
 #include "prepfs/core/metrics.h"
 #include "prepfs/core/metrics_http.h"
 #include "prepfs/core/stats_json.h"
@@ -131,6 +132,9 @@ class RunningMount final : public Mount {
     control_fs_ = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
         {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_, renderer_.get()); }},
         {"metrics", [this] { return render_metrics(*cache_, *source_, *data_fs_, renderer_.get()); }},
+        {"plan", [this] {
+           return render_plan(PlanSources{*tree_, *cache_, *source_, *renderer_, opts_.aug_reuse, opts_.threads});
+         }},
         {"evict", nullptr, [this](std::string_view) { evict(); }},
     });
 

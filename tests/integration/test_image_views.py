@@ -212,3 +212,17 @@ def test_pytorch_dataloader_gives_the_same_labels_over_every_view(tmp_path):
     with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
         for view in ("raw", "decoded", "augmented"):
             assert run_loader(os.path.join(fs.mnt, view, "train"), view) == expect, view
+
+
+def test_plan_reports_measured_costs_and_a_placement(dataset):
+    src = dataset / "src"
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-plan", "ram=8M,ssd=64M") as fs:
+        for rel in images(src)[:8]:
+            open(view_path(fs.mnt, "decoded", rel), "rb").read()
+            open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        plan = open(os.path.join(fs.mnt, ".prepfs", "plan")).read()
+        import re
+        assert int(re.search(r"samples\s+(\d+)", plan).group(1)) == 51, plan  # 48 + 3 bad but listed
+        for key in ("c_dec", "placement", "predicted throughput", "bound by", "all decoded", "no cache"):
+            assert key in plan, key
+        assert "c_dec: prior" not in plan  # decode cost was measured, not assumed

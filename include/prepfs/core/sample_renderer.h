@@ -35,6 +35,10 @@ struct RenderCounters {
   std::atomic<uint64_t> from_decoded{0};     // variants rendered from cached decoded pixels
   std::atomic<uint64_t> errors{0};           // files that could not be rendered (EIO)
   std::atomic<uint64_t> cpu_ns{0};           // thread CPU time spent in transforms
+  // The same split by kind, for the partition model's per-sample costs.
+  std::atomic<uint64_t> decode_cpu_ns{0};            // decoded/ renders (decode + encode)
+  std::atomic<uint64_t> augment_cpu_ns{0};           // augmented renders from JPEG bytes
+  std::atomic<uint64_t> augment_from_decoded_cpu_ns{0};
   std::atomic<uint64_t> waits{0};            // renders that waited for a cpu slot
 };
 
@@ -56,7 +60,7 @@ class SampleRenderer {
   CacheKey key(uint32_t node, Form form, uint32_t variant) const;
   std::vector<uint8_t> raw_bytes(uint32_t node);
   template <class F>
-  ChunkRef transform(uint32_t node, F&& body);
+  ChunkRef transform(uint32_t node, std::atomic<uint64_t>& cpu_bucket, F&& body);
   void check_limits(uint32_t node) const;
 
   Source& source_;
