@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -19,6 +20,25 @@ def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == path for line in f)
+
+
+def help_option_keys():
+    """The -o keys `prepfs --help` lists (what the binary accepts), for the documentation tests."""
+    out = subprocess.run([PREPFS_BIN, "--help"], capture_output=True, text=True, check=True).stdout
+    section = out.split("Options for -o", 1)[1].split("Examples:", 1)[0]
+    keys = re.findall(r"^\s{2}([a-z_0-9]+)", section, re.M)
+    assert len(keys) >= 8, section
+    return keys
+
+
+def assert_one_clear_line(res, *words):
+    """A failed command said exactly one line on stderr, naming each of words, and no crash."""
+    assert res.returncode != 0
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, res.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert "terminate called" not in res.stderr and "what():" not in res.stderr
 
 
 def wait_for(pred, timeout=20.0, what="condition"):

@@ -2,24 +2,16 @@
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from prepfs_harness import PREPFS_BIN, Prepfs, force_unmount, is_mounted, wait_for
+from prepfs_harness import PREPFS_BIN, Prepfs, assert_one_clear_line, force_unmount, is_mounted, wait_for
 
 
 def run(*args, timeout=30):
     return subprocess.run([PREPFS_BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_clear_line(res, *words):
-    assert res.returncode != 0
-    lines = [l for l in res.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, res.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    assert "terminate called" not in res.stderr and "what():" not in res.stderr
 
 
 @pytest.fixture

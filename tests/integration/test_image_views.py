@@ -1,5 +1,4 @@
 """decoded/ and augmented/ on a real mount, checked against PIL and a real PyTorch DataLoader."""
-import hashlib
 import io
 import os
 import struct
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs, SlowFs, drop_page_cache
+from prepfs_harness import Prepfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "..", "..", "bench", "gen_dataset.py")

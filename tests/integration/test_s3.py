@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+import prepfs_harness as harness
 from prepfs_harness import PREPFS_BIN, Prepfs, drop_page_cache, sha256_file
 from s3rver_harness import ACCESS_KEY, SECRET_KEY, S3rver, free_port
 
@@ -243,12 +244,7 @@ def run_prepfs(source, mnt, ssd, opts, env=None, timeout=60):
 
 
 def assert_one_clear_line(res, *words):
-    assert res.returncode != 0
-    lines = [l for l in res.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, res.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    assert "terminate called" not in res.stderr
+    harness.assert_one_clear_line(res, *words)
     assert SECRET_KEY not in res.stderr.replace(ACCESS_KEY, "")
 
 

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from prepfs_harness import PREPFS_BIN, Prepfs, drop_page_cache, force_unmount, is_mounted, sha256_file, wait_for
+from prepfs_harness import PREPFS_BIN, Prepfs, drop_page_cache, force_unmount, help_option_keys, is_mounted, sha256_file, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -509,12 +509,6 @@ def test_systemd_unit_verifies(tmp_path):
         assert hiding not in settings, hiding
 
 
-def help_option_keys():
-    out = subprocess.run([PREPFS_BIN, "--help"], capture_output=True, text=True, check=True).stdout
-    section = out.split("Options for -o", 1)[1].split("Examples:", 1)[0]
-    keys = re.findall(r"^\s{2}([a-z_0-9]+)", section, re.M)
-    assert len(keys) >= 8, section
-    return keys
 
 
 def test_every_option_is_in_prepfs_conf_5():
