@@ -45,6 +45,21 @@ bool RamTier::erase(const CacheKey& key) {
   return index_.remove(key);
 }
 
+void RamTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
+  std::vector<CacheKey> evicted;
+  std::vector<ChunkRef> released;
+  {
+    std::lock_guard lock(mu_);
+    index_.set_form_quotas(quotas, &evicted);
+    for (const CacheKey& k : evicted) {
+      auto it = chunks_.find(k);
+      released.push_back(std::move(it->second));
+      chunks_.erase(it);
+    }
+  }
+  bump(counters_.evictions, evicted.size());
+}
+
 void RamTier::clear() {
   std::unordered_map<CacheKey, ChunkRef, CacheKeyHash> old;
   std::lock_guard lock(mu_);

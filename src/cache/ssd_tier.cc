@@ -319,6 +319,15 @@ void SsdTier::write_entry(const Job& job) {
   }
 }
 
+void SsdTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
+  std::vector<CacheKey> evicted;
+  {
+    std::lock_guard lock(mu_);
+    index_.set_form_quotas(quotas, &evicted);
+  }
+  unlink_keys(evicted);
+}
+
 void SsdTier::erase(const CacheKey& key) {
   {
     std::lock_guard lock(mu_);

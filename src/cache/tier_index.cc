@@ -3,7 +3,9 @@
 namespace prepfs {
 
 TierIndex::TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy)
-    : budget_(budget), policy_(std::move(policy)) {}
+    : budget_(budget), policy_(std::move(policy)) {
+  quota_.fill(UINT64_MAX);
+}
 
 void TierIndex::erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::iterator it) {
   size_t f = static_cast<size_t>(it->second.form);
@@ -11,6 +13,7 @@ void TierIndex::erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::it
   form_bytes_[f] -= it->second.size;
   form_entries_[f]--;
   policy_->on_erase(it->first);
+  if (form_policy_[f]) form_policy_[f]->on_erase(it->first);
   entries_.erase(it);
 }
 
@@ -18,11 +21,20 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.size == size) {
       policy_->on_access(key);
+      if (form_policy_[static_cast<size_t>(it->second.form)]) form_policy_[static_cast<size_t>(it->second.form)]->on_access(key);
       return true;
     }
     erase_entry(it);  // same key, other size: cannot happen with versioned keys, but stay exact
   }
-  if (size > budget_) return false;
+  const size_t fi = static_cast<size_t>(form);
+  if (size > budget_ || size > quota_[fi]) return false;
+  // The form's own quota first: it gives room only from its own entries.
+  while (form_policy_[fi] && form_bytes_[fi] + size > quota_[fi]) {
+    std::optional<CacheKey> v = form_policy_[fi]->victim();
+    if (!v) return false;
+    erase_entry(entries_.find(*v));
+    if (evicted) evicted->push_back(*v);
+  }
   // Only a policy that never evicts can run out of victims while over budget (LRU and random
   // always have one while bytes_ > 0), so a refusal never leaves a half-evicted tier behind.
   while (bytes_ + size > budget_) {
@@ -36,13 +48,40 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   form_bytes_[static_cast<size_t>(form)] += size;
   form_entries_[static_cast<size_t>(form)]++;
   policy_->on_insert(key);
+  if (form_policy_[fi]) form_policy_[fi]->on_insert(key);
   return true;
 }
 
 bool TierIndex::touch(const CacheKey& key) {
-  if (!entries_.count(key)) return false;
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
   policy_->on_access(key);
+  if (auto& fp = form_policy_[static_cast<size_t>(it->second.form)]) fp->on_access(key);
   return true;
+}
+
+void TierIndex::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas, std::vector<CacheKey>* evicted) {
+  quota_ = quotas;
+  for (size_t f = 0; f < kFormCount; f++) {
+    if (!form_policy_[f]) {
+      // Seed the form's policy with the entries it already holds (in no particular order: the
+      // first quota evictions after a change of partition are arbitrary among that form).
+      form_policy_[f] = policy_->make_empty();
+      std::vector<CacheKey> order;
+      for (const auto& [k, m] : entries_)
+        if (static_cast<size_t>(m.form) == f) order.push_back(k);
+      for (const CacheKey& k : order) form_policy_[f]->on_insert(k);
+    }
+    while (form_bytes_[f] > quota_[f]) {
+      std::optional<CacheKey> v = form_policy_[f]->victim();
+      if (!v) {  // a no-eviction policy still has to honour a lowered quota
+        for (const auto& [k, m] : entries_)
+          if (static_cast<size_t>(m.form) == f) { v = k; break; }
+      }
+      if (evicted) evicted->push_back(*v);
+      erase_entry(entries_.find(*v));
+    }
+  }
 }
 
 bool TierIndex::remove(const CacheKey& key) {

@@ -72,6 +72,16 @@ void TierManager::erase(const CacheKey& key) {
   if (ssd_) ssd_->erase(key);
 }
 
+void TierManager::set_partition(const std::array<double, kFormCount>& shares) {
+  auto quotas = [&](uint64_t budget) {
+    std::array<uint64_t, kFormCount> q{};
+    for (int f = 0; f < kFormCount; f++) q[f] = static_cast<uint64_t>(double(budget) * shares[f]);
+    return q;
+  };
+  ram_->set_form_quotas(quotas(ram_->budget()));
+  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->budget()));
+}
+
 void TierManager::evict_all() {
   ram_->clear();
   if (ssd_) ssd_->clear();

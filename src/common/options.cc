@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -66,6 +67,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
+      {"partition", "PLAN", "auto (default) or fixed:RAW/DEC/AUG: percent of each tier per form"},
       {"decoded_format", "FORMAT", "ppm (default) or npy: the file format of decoded/ and augmented/"},
       {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
       {"seed", "N", "seed of the augmented variants (default 0)"},
@@ -117,6 +119,27 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     if (std::none_of(std::begin(levels), std::end(levels), [&](const char* l) { return value == l; }))
       throw bad_value(key, value, "expected trace, debug, info, warn, error or off");
     o.log_level = std::string(value);
+  }
+  else if (key == "partition") {
+    need_value();
+    std::string v(value);
+    // In an -o list commas separate options, so the shares may be written RAW/DEC/AUG there
+    // (or with escaped commas); a config file takes either.
+    for (char& c : v) if (c == '/') c = ',';
+    if (v == "auto") {
+      o.partition = v;
+      for (double& sh : o.partition_shares) sh = 1;
+    } else if (v.starts_with("fixed:")) {
+      double pct[3];
+      char tail = 0;
+      if (std::sscanf(v.c_str() + 6, "%lf,%lf,%lf%c", &pct[0], &pct[1], &pct[2], &tail) != 3 ||
+          pct[0] < 0 || pct[1] < 0 || pct[2] < 0 || pct[0] + pct[1] + pct[2] > 100.0001)
+        throw bad_value(key, value, "expected fixed:RAW,DEC,AUG, percentages summing to at most 100");
+      o.partition = v;
+      for (int f = 0; f < 3; f++) o.partition_shares[f] = pct[f] / 100.0;
+    } else {
+      throw bad_value(key, value, "expected auto or fixed:RAW,DEC,AUG");
+    }
   }
   else if (key == "decoded_format") {
     need_value();

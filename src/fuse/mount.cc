@@ -122,6 +122,8 @@ class RunningMount final : public Mount {
       throw Error(e.err(), "ssd_dir " + opts_.ssd_dir + " is not usable: " + e.what());
     }
 
+    if (opts_.partition != "auto")
+      cache_->set_partition({opts_.partition_shares[0], opts_.partition_shares[1], opts_.partition_shares[2]});
     tree_ = std::make_unique<Tree>(std::move(loaded.tree));
     renderer_ = std::make_unique<SampleRenderer>(*source_, *tree_, *cache_, render_config());
     DataFsConfig dc;

@@ -225,3 +225,20 @@ def test_plan_reports_measured_costs_and_a_placement(dataset):
         for key in ("c_dec", "placement", "predicted throughput", "bound by", "all decoded", "no cache"):
             assert key in plan, key
         assert "c_dec: prior" not in plan  # decode cost was measured, not assumed
+
+
+def test_fixed_partition_caches_only_the_forms_it_names(dataset):
+    src = dataset / "src"
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-part", "ram=64M,ssd=64M,partition=fixed:0/100/0") as fs:
+        for rel in images(src)[:10]:
+            open(os.path.join(fs.raw(), rel), "rb").read()
+            open(view_path(fs.mnt, "decoded", rel), "rb").read()
+            open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        s = fs.stats()
+        for tier in ("ram", "ssd"):
+            forms = s[tier]["bytes_by_form"]
+            assert forms["raw"] == 0 and forms["augmented"] == 0, (tier, forms)
+        assert s["ram"]["bytes_by_form"]["decoded"] > 0
+        # raw/ still serves every byte, from the source each time
+        rel = images(src)[0]
+        assert open(os.path.join(fs.raw(), rel), "rb").read() == (src / rel).read_bytes()

@@ -107,9 +107,25 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
     std::string value = std::string(d.value).empty() ? "" : (std::string(d.value) == "SIZE" ? "1G"
                         : std::string(d.value) == "SECONDS" ? "5" : std::string(d.value) == "N" ? "8"
                         : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn"
-                        : std::string(d.value) == "FORMAT" ? "npy" : std::string(d.value) == "BOOL" ? "0"
+                        : std::string(d.value) == "FORMAT" ? "npy" : std::string(d.value) == "PLAN" ? "fixed:10/20/70" : std::string(d.value) == "BOOL" ? "0"
                         : std::string(d.value) == "SPEC" ? "resize(256);center_crop(224)"
                         : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100" : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
+}
+
+TEST(Options, Partition) {
+  Options o;
+  apply_option_list(o, "partition=fixed:20/30/50");
+  EXPECT_DOUBLE_EQ(o.partition_shares[1], 0.3);
+  apply_option_list(o, "partition=fixed:20\\,30\\,50");  // escaped commas in an -o list
+  EXPECT_DOUBLE_EQ(o.partition_shares[1], 0.3);
+  apply_option(o, "partition", "fixed:20,30,50", true);  // as a config file gives it
+  EXPECT_DOUBLE_EQ(o.partition_shares[0], 0.2);
+  EXPECT_DOUBLE_EQ(o.partition_shares[2], 0.5);
+  apply_option_list(o, "partition=auto");
+  EXPECT_DOUBLE_EQ(o.partition_shares[1], 1.0);
+  for (const char* bad : {"partition=fixed:50/50/50", "partition=fixed:1/2", "partition=fixed:-1/0/0",
+                          "partition=manual", "partition=fixed:1/2/3x"})
+    EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
 }

@@ -93,3 +93,36 @@ TEST(TierIndex, ShrinkingTheBudgetEvicts) {
   EXPECT_LE(idx.bytes(), 50u);
   EXPECT_EQ(ev.size(), 3u);
 }
+
+TEST(TierIndex, FormQuotasEvictWithinTheForm) {
+  for (const char* policy : {"lru", "random"}) {
+    TierIndex idx(100, make_policy(policy, 5));
+    std::vector<CacheKey> ev;
+    idx.set_form_quotas({20, 80, 0}, &ev);
+    EXPECT_TRUE(idx.admit(k(1), 20, Form::raw, &ev));
+    EXPECT_TRUE(idx.admit(k(2), 20, Form::raw, &ev));  // evicts k(1): raw is at its 20-byte quota
+    ASSERT_EQ(ev.size(), 1u) << policy;
+    EXPECT_EQ(ev[0], k(1));
+    EXPECT_FALSE(idx.admit(k(3), 10, Form::augmented, &ev));  // augmented has no share
+    for (uint64_t i = 10; i < 14; i++) EXPECT_TRUE(idx.admit(k(i), 20, Form::decoded, &ev));
+    EXPECT_EQ(idx.bytes(Form::decoded), 80u);
+    EXPECT_TRUE(idx.contains(k(2)));  // decoded filling up never pushed raw out
+    EXPECT_TRUE(idx.admit(k(20), 20, Form::decoded, &ev));
+    EXPECT_TRUE(idx.contains(k(2)));
+    EXPECT_EQ(idx.bytes(Form::decoded), 80u);
+    EXPECT_LE(idx.bytes(), idx.budget());
+  }
+}
+
+TEST(TierIndex, LoweringAQuotaMigratesWithoutFlushing) {
+  TierIndex idx(100, make_policy("lru"));
+  std::vector<CacheKey> ev;
+  for (uint64_t i = 1; i <= 5; i++) idx.admit(k(i), 10, Form::raw, &ev);
+  for (uint64_t i = 6; i <= 10; i++) idx.admit(k(i), 10, Form::decoded, &ev);
+  ev.clear();
+  idx.set_form_quotas({30, 70, 0}, &ev);  // raw 50 -> 30: two raw entries go, decoded stays
+  EXPECT_EQ(ev.size(), 2u);
+  EXPECT_EQ(idx.bytes(Form::raw), 30u);
+  EXPECT_EQ(idx.bytes(Form::decoded), 50u);
+  EXPECT_LE(idx.bytes(), idx.budget());
+}

@@ -24,6 +24,8 @@ class EvictionPolicy {
   // The entry to evict next; nullopt when empty or when the policy never evicts.
   virtual std::optional<CacheKey> victim() = 0;
   virtual const char* name() const = 0;
+  // A new, empty policy of the same kind (per-form quotas keep one per form).
+  virtual std::unique_ptr<EvictionPolicy> make_empty() const = 0;
 };
 
 // Least recently used (the default).
@@ -34,6 +36,7 @@ class LruPolicy final : public EvictionPolicy {
   void on_erase(const CacheKey& k) override;
   std::optional<CacheKey> victim() override;
   const char* name() const override { return "lru"; }
+  std::unique_ptr<EvictionPolicy> make_empty() const override { return std::make_unique<LruPolicy>(); }
 
  private:
   std::list<CacheKey> order_;  // front = most recent
@@ -49,11 +52,12 @@ class RandomPolicy final : public EvictionPolicy {
   void on_erase(const CacheKey& k) override;
   std::optional<CacheKey> victim() override;
   const char* name() const override { return "random"; }
+  std::unique_ptr<EvictionPolicy> make_empty() const override { return std::make_unique<RandomPolicy>(rng_()); }
 
  private:
   std::vector<CacheKey> keys_;
   std::unordered_map<CacheKey, size_t, CacheKeyHash> pos_;
-  std::mt19937_64 rng_;
+  mutable std::mt19937_64 rng_;
 };
 
 // Never evicts: once full, new entries are not admitted (MinIO-style). Stable under shuffling.
@@ -64,6 +68,7 @@ class NoEvictionPolicy final : public EvictionPolicy {
   void on_erase(const CacheKey&) override {}
   std::optional<CacheKey> victim() override { return std::nullopt; }
   const char* name() const override { return "none"; }
+  std::unique_ptr<EvictionPolicy> make_empty() const override { return std::make_unique<NoEvictionPolicy>(); }
 };
 
 // "lru" | "random" | "none"; throws Error(EINVAL) otherwise.

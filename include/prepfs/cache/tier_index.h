@@ -26,6 +26,11 @@ class TierIndex {
   bool remove(const CacheKey& key);  // true when it was present
   // Lowers (or raises) the budget, evicting down to it. Used when the SSD turns out to be full.
   void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
+  // Per-form byte quotas within the budget (the partition: how much of this tier each form may
+  // hold). A form over its quota evicts its own entries, by the same policy, one form at a time;
+  // lowering a quota evicts down to it. Without quotas every form may use the whole budget.
+  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas, std::vector<CacheKey>* evicted);
+  uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 
   uint64_t budget() const { return budget_; }
   uint64_t bytes() const { return bytes_; }
@@ -48,6 +53,8 @@ class TierIndex {
   std::array<size_t, kFormCount> form_entries_{};
   std::unordered_map<CacheKey, Meta, CacheKeyHash> entries_;
   std::unique_ptr<EvictionPolicy> policy_;
+  std::array<uint64_t, kFormCount> quota_;
+  std::array<std::unique_ptr<EvictionPolicy>, kFormCount> form_policy_;  // set with quotas only
 };
 
 }  // namespace prepfs

@@ -54,6 +54,10 @@ class TierManager {
   ChunkRef lookup(const CacheKey& key);
   void erase(const CacheKey& key);  // from both tiers
 
+  // The partition as fractions of each tier per form (raw, decoded, augmented), summing to at
+  // most 1; entries beyond a lowered share are evicted.
+  void set_partition(const std::array<double, kFormCount>& shares);
+
   void evict_all();  // both tiers
   void flush();      // waits for queued SSD writes
 

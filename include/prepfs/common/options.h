@@ -25,6 +25,10 @@ struct Options {
   bool allow_other = false;                // allow_other (FUSE)
   std::string metrics_addr;                // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
 
+  // partition= auto (the model's plan is advisory) | fixed:RAW,DEC,AUG (percent of each tier)
+  std::string partition = "auto";
+  double partition_shares[3] = {1, 1, 1};  // fixed: fractions per form; auto: no quotas
+
   // decoded/ and augmented/ views
   std::string decoded_format = "ppm";      // decoded_format= ppm | npy (both views)
   std::string augment;                     // augment=   pipeline spec; empty: the default
