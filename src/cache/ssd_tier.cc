@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/io/uring.h"
 
 namespace prepfs {
@@ -20,16 +21,6 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'C', '\0'};
 const char kFormSuffix[kFormCount] = {'r', 'd', 'a'};
-
-void mkdir_p(const std::string& path) {
-  std::string cur;
-  for (size_t i = 0; i <= path.size(); i++) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(errno, "mkdir " + cur);
-    }
-  }
-}
 
 uint64_t header_checksum(const SsdEntryHeader& h) {
   return XXH3_64bits(&h, offsetof(SsdEntryHeader, header_checksum));

@@ -7,16 +7,9 @@
 #include <chrono>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 
 namespace prepfs {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 ControlFs::ControlFs(std::vector<File> files) : files_(std::move(files)) {}
 
@@ -40,7 +33,7 @@ uint32_t ControlFs::mode_of(const File& f) {
 Attr ControlFs::getattr(uint64_t ino) {
   Attr a;
   a.ino = ino;
-  a.mtime_ns = now_ns();
+  a.mtime_ns = wall_clock_ns();
   a.timeout = 0;  // contents and sizes change all the time
   if (ino == 1) {
     a.mode = S_IFDIR | 0555;

@@ -9,22 +9,19 @@
 
 #include "prepfs/cache/key.h"
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 
 namespace prepfs {
 namespace {
 
 constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let the kernel keep it
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
 DataFs::DataFs(Source& source, Tree& tree, TierManager& cache, SampleRenderer* renderer, const DataFsConfig& cfg)
     : source_(source), tree_(tree), cache_(cache), renderer_(renderer),
-      cfg_(cfg), mount_time_ns_(now_ns()) {
+      cfg_(cfg), mount_time_ns_(wall_clock_ns()) {
   if (renderer_) names_ = std::make_unique<ImageNames>(tree_, transform::extension(renderer_->config().format));
   if (cfg_.metadata_ttl >= 0) {
     validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);

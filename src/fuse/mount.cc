@@ -15,6 +15,7 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/common/size.h"
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
@@ -33,15 +34,6 @@
 
 namespace prepfs {
 namespace {
-
-void mkdir_p(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); i++) {
-    if (i == path.size() || path[i] == '/') {
-      std::string cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(errno, "cannot create " + cur);
-    }
-  }
-}
 
 // A mountpoint must exist, be a directory and not already have something mounted on it.
 std::string check_mountpoint(const std::string& mnt) {

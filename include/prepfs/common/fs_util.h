@@ -1,0 +1,15 @@
+// Small file-system and clock helpers shared by the layers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace prepfs {
+
+// mkdir -p with mode 0755. Throws Error naming the directory that could not be created.
+void mkdir_p(const std::string& path);
+
+// Wall-clock time in nanoseconds since the epoch (for synthesised mtimes).
+int64_t wall_clock_ns();
+
+}  // namespace prepfs
