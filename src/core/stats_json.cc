@@ -16,11 +16,6 @@ std::string tier_json(const TierCounters& c, uint64_t entries, uint64_t bytes, u
       form_bytes[0], form_bytes[1], form_bytes[2]);
 }
 
-uint64_t image_count(const Tree& t) {
-  uint64_t n = 0;
-  for (const ImageDims& d : t.all_dims()) n += d.is_image();
-  return n;
-}
 
 }  // namespace
 
@@ -53,7 +48,7 @@ std::string render_stats_json(TierManager& cache, Source& source, const DataFs& 
       load(fc.reads), load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files),
       load(rc.decoded), load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9,
       load(rc.waits),
-      fs.tree().size(), fs.tree().file_count(), image_count(fs.tree()), fs.tree().memory_bytes());
+      fs.tree().size(), fs.tree().file_count(), fs.tree().image_count(), fs.tree().memory_bytes());
 }
 
 }  // namespace prepfs

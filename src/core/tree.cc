@@ -86,6 +86,7 @@ Tree Tree::scan(Source& source) {
     std::vector<uint32_t>().swap(e.children);
   }
   t.arena_.shrink_to_fit();
+  t.count_files();
   return t;
 }
 
@@ -93,6 +94,7 @@ Tree Tree::from_parts(std::vector<Node> nodes, std::string arena) {
   Tree t;
   t.nodes_ = std::move(nodes);
   t.arena_ = std::move(arena);
+  t.count_files();
   return t;
 }
 
@@ -148,8 +150,15 @@ uint64_t Tree::memory_bytes() const {
   return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims);
 }
 
-uint64_t Tree::file_count() const {
-  return static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
+void Tree::count_files() {
+  file_count_ = static_cast<uint64_t>(
+      std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
+}
+
+void Tree::set_all_dims(std::vector<ImageDims> d) {
+  dims_ = std::move(d);
+  image_count_ = static_cast<uint64_t>(
+      std::count_if(dims_.begin(), dims_.end(), [](const ImageDims& x) { return x.is_image(); }));
 }
 
 }  // namespace prepfs

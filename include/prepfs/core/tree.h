@@ -55,16 +55,14 @@ class Tree {
 
   // Image dimensions, filled by probe_images() (core/image_probe.h). Empty until probed.
   ImageDims dims(uint32_t id) const { return id < dims_.size() ? dims_[id] : ImageDims{}; }
-  void set_dims(uint32_t id, ImageDims d) {
-    if (dims_.size() != nodes_.size()) dims_.resize(nodes_.size());
-    dims_[id] = d;
-  }
   bool probed() const { return dims_.size() == nodes_.size(); }
   const std::vector<ImageDims>& all_dims() const { return dims_; }
-  void set_all_dims(std::vector<ImageDims> d) { dims_ = std::move(d); }
+  void set_all_dims(std::vector<ImageDims> d);
 
   uint64_t memory_bytes() const;  // what the index costs in RAM
-  uint64_t file_count() const;
+  // Counted once when the tree is built or probed: stats and metrics read them on every scrape.
+  uint64_t file_count() const { return file_count_; }
+  uint64_t image_count() const { return image_count_; }
 
   // For the persisted index (tree_store.cc).
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -75,6 +73,9 @@ class Tree {
   std::vector<Node> nodes_;
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
+  uint64_t file_count_ = 0;
+  uint64_t image_count_ = 0;
+  void count_files();
 };
 
 }  // namespace prepfs
