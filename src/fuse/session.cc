@@ -322,6 +322,9 @@ void FuseSession::mount() {
     throw Error(EIO, "cannot mount " + cfg_.mountpoint + " (is /dev/fuse available, and are you root or in group fuse?)");
   mounted_ = true;
   conn_id_ = connection_id(cfg_.mountpoint);  // not stat(): nothing answers on the mount yet
+  // Mounted now, not at stop: otherwise the grace period in stop() would watch a directory that
+  // does not exist yet, end at once, and abort a connection that was about to close by itself.
+  ensure_fusectl();
   notifier_ = std::thread([this] { notify_loop(); });
 }
 
@@ -363,7 +366,6 @@ void FuseSession::stop() {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (access(conn_dir.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (access(conn_dir.c_str(), F_OK) == 0 || access("/sys/fs/fuse/connections/", F_OK) == 0) ensure_fusectl();
   if (access(conn_dir.c_str(), F_OK) == 0) {
     std::ofstream(conn_dir + "/abort") << "1";
     spdlog::warn("{} was still in use; aborted its FUSE connection", cfg_.mountpoint);
