@@ -73,30 +73,16 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
   if (n % aug_reuse_ == aug_reuse_ - 1) renderer_.forget_augmented(node, variant);
   OpenReply r;
-  r.fh = next_fh_++;
+  r.fh = open_.add(bytes, bytes->data(), bytes->size());
   r.direct_io = true;  // never let the page cache hand out an older variant
-  std::lock_guard lock(mu_);
-  handles_[r.fh] = std::move(bytes);
   return r;
 }
 
 std::vector<Slice> AugmentedFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
-  ChunkRef c;
-  {
-    std::lock_guard lock(mu_);
-    auto it = handles_.find(fh);
-    if (it == handles_.end()) throw Error(EBADF, "unknown handle");
-    c = it->second;
-  }
-  if (off >= c->size()) return {};
-  size_t n = static_cast<size_t>(std::min<uint64_t>(size, c->size() - off));
-  return {Slice{c, c->data() + off, n}};
+  return open_.read(fh, off, size);
 }
 
-void AugmentedFs::release(uint64_t, uint64_t fh) {
-  std::lock_guard lock(mu_);
-  handles_.erase(fh);
-}
+void AugmentedFs::release(uint64_t, uint64_t fh) { open_.release(fh); }
 
 FsStat AugmentedFs::statfs() {
   FsStat s;

@@ -78,32 +78,18 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
   // A handle opened for writing only reads nothing: no snapshot to render.
   auto snapshot = std::make_shared<const std::string>((flags & O_ACCMODE) == O_WRONLY ? std::string() : contents(f));
   OpenReply r;
-  r.fh = next_fh_++;
+  r.fh = open_.add(snapshot, snapshot->data(), snapshot->size());
   r.direct_io = true;
-  std::lock_guard lock(mu_);
-  open_[r.fh] = std::move(snapshot);
   return r;
 }
 
 std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
-  std::shared_ptr<const std::string> snap;
-  {
-    std::lock_guard lock(mu_);
-    auto it = open_.find(fh);
-    if (it == open_.end()) throw Error(EBADF, "unknown handle");
-    snap = it->second;
-  }
-  if (off >= snap->size()) return {};
-  size_t n = std::min<size_t>(size, snap->size() - off);
-  return {Slice{snap, snap->data() + off, n}};
+  return open_.read(fh, off, size);
 }
 
 size_t ControlFs::write(uint64_t ino, uint64_t fh, uint64_t, std::string_view data) {
   const File& f = writable(ino);
-  {
-    std::lock_guard lock(mu_);
-    if (!open_.count(fh)) throw Error(EBADF, "unknown handle");
-  }
+  open_.check(fh);
   f.write(data);
   return data.size();
 }
@@ -113,9 +99,6 @@ Attr ControlFs::truncate(uint64_t ino, uint64_t) {
   return getattr(ino);
 }
 
-void ControlFs::release(uint64_t, uint64_t fh) {
-  std::lock_guard lock(mu_);
-  open_.erase(fh);
-}
+void ControlFs::release(uint64_t, uint64_t fh) { open_.release(fh); }
 
 }  // namespace prepfs

@@ -12,6 +12,7 @@
 
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
+#include "prepfs/core/open_snapshots.h"
 #include "prepfs/core/sample_renderer.h"
 #include "prepfs/core/tree.h"
 
@@ -40,9 +41,7 @@ class AugmentedFs final : public Filesystem {
   unsigned aug_reuse_;
   double timeout_;
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
-  std::mutex mu_;
-  std::unordered_map<uint64_t, ChunkRef> handles_;
-  std::atomic<uint64_t> next_fh_{1};
+  OpenSnapshots open_;
 };
 
 }  // namespace prepfs

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "prepfs/core/filesystem.h"
+#include "prepfs/core/open_snapshots.h"
 
 namespace prepfs {
 
@@ -51,9 +52,7 @@ class ControlFs final : public Filesystem {
   static uint32_t mode_of(const File& f);
   std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
   std::vector<File> files_;              // file i has inode i + 2; the directory is inode 1
-  std::mutex mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<const std::string>> open_;
-  std::atomic<uint64_t> next_fh_{1};
+  OpenSnapshots open_;
 };
 
 }  // namespace prepfs

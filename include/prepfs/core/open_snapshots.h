@@ -1,0 +1,54 @@
+// The bytes each open handle of a per-open file reads: fixed at open, shared by reference, read
+// consistently from start to end whatever later opens produce. Used by augmented/ (one variant
+// per open) and .prepfs/ (one rendering per open).
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "prepfs/common/error.h"
+#include "prepfs/core/filesystem.h"
+
+namespace prepfs {
+
+class OpenSnapshots {
+ public:
+  // Keeps data[0, size) alive through hold until release(); returns the new handle.
+  uint64_t add(std::shared_ptr<const void> hold, const char* data, size_t size) {
+    uint64_t fh = next_fh_++;
+    std::lock_guard lock(mu_);
+    open_[fh] = Slice{std::move(hold), data, size};
+    return fh;
+  }
+
+  std::vector<Slice> read(uint64_t fh, uint64_t off, size_t size) const {
+    Slice s = get(fh);
+    if (off >= s.len) return {};
+    size_t n = static_cast<size_t>(std::min<uint64_t>(size, s.len - off));
+    return {Slice{s.hold, s.data + off, n}};
+  }
+
+  void check(uint64_t fh) const { get(fh); }  // throws EBADF for an unknown handle
+
+  void release(uint64_t fh) {
+    std::lock_guard lock(mu_);
+    open_.erase(fh);
+  }
+
+ private:
+  Slice get(uint64_t fh) const {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(fh);
+    if (it == open_.end()) throw Error(EBADF, "unknown handle");
+    return it->second;
+  }
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Slice> open_;
+  std::atomic<uint64_t> next_fh_{1};
+};
+
+}  // namespace prepfs
