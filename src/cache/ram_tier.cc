@@ -46,18 +46,8 @@ bool RamTier::erase(const CacheKey& key) {
 }
 
 void RamTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
-  std::vector<CacheKey> evicted;
-  std::vector<ChunkRef> released;
-  {
-    std::lock_guard lock(mu_);
-    index_.set_form_quotas(quotas, &evicted);
-    for (const CacheKey& k : evicted) {
-      auto it = chunks_.find(k);
-      released.push_back(std::move(it->second));
-      chunks_.erase(it);
-    }
-  }
-  bump(counters_.evictions, evicted.size());
+  std::lock_guard lock(mu_);
+  index_.set_form_quotas(quotas);
 }
 
 void RamTier::clear() {
@@ -71,5 +61,15 @@ uint64_t RamTier::bytes() const { std::lock_guard lock(mu_); return index_.bytes
 uint64_t RamTier::bytes(Form f) const { std::lock_guard lock(mu_); return index_.bytes(f); }
 size_t RamTier::entries() const { std::lock_guard lock(mu_); return index_.entries(); }
 uint64_t RamTier::budget() const { std::lock_guard lock(mu_); return index_.budget(); }
+
+bool RamTier::contains(const CacheKey& key) const {
+  std::lock_guard lock(mu_);
+  return index_.contains(key);
+}
+
+uint64_t RamTier::form_quota(Form f) const {
+  std::lock_guard lock(mu_);
+  return index_.form_quota(f);
+}
 
 }  // namespace prepfs

@@ -154,6 +154,7 @@ ChunkRef SsdTier::get(const CacheKey& key) {
     ::unlink(path.c_str());
     return nullptr;
   };
+  uint64_t t0 = steady_ns();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {  // evicted between the index check and the open: a plain miss
     bump(counters_.misses);
@@ -174,6 +175,7 @@ ChunkRef SsdTier::get(const CacheKey& key) {
     return corrupt(e.what());
   }
   ::close(fd);
+  uint64_t io_ns = steady_ns() - t0;  // the device's part; the checks below are CPU
   if (n != static_cast<size_t>(st.st_size)) return corrupt("short read");
   SsdEntryHeader h;
   std::memcpy(&h, chunk->raw(), sizeof h);
@@ -185,6 +187,8 @@ ChunkRef SsdTier::get(const CacheKey& key) {
   if (XXH3_64bits_withSeed(chunk->data(), payload, key.lo) != h.checksum) return corrupt("checksum mismatch");
   bump(counters_.hits);
   bump(counters_.hit_bytes, payload);
+  bump(counters_.read_bytes, n);
+  bump(counters_.read_ns, io_ns);
   return chunk;
 }
 
@@ -261,6 +265,7 @@ void SsdTier::write_entry(const Job& job) {
   std::string final_path = path_of(job.key, job.form);
   std::string tmp = dir_ + "/tmp/" + job.key.hex() + "." + std::to_string(g_tmp_seq++);
   int err = 0;
+  uint64_t t0 = steady_ns();
   int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) err = errno;
   try {
@@ -280,10 +285,13 @@ void SsdTier::write_entry(const Job& job) {
       err = errno;
     }
   }
+  uint64_t io_ns = steady_ns() - t0;
   std::lock_guard lock(mu_);
   pending_.erase(job.key);
   if (err == 0) {
     bump(counters_.inserts);
+    bump(counters_.write_bytes, disk_size);
+    bump(counters_.write_ns, io_ns);
     return;
   }
   ::unlink(tmp.c_str());
@@ -311,12 +319,8 @@ void SsdTier::write_entry(const Job& job) {
 }
 
 void SsdTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
-  std::vector<CacheKey> evicted;
-  {
-    std::lock_guard lock(mu_);
-    index_.set_form_quotas(quotas, &evicted);
-  }
-  unlink_keys(evicted);
+  std::lock_guard lock(mu_);
+  index_.set_form_quotas(quotas);
 }
 
 void SsdTier::erase(const CacheKey& key) {
@@ -351,6 +355,16 @@ uint64_t SsdTier::queued_bytes() {
 size_t SsdTier::queued_jobs() {
   std::lock_guard lock(q_mu_);
   return queue_.size();
+}
+
+bool SsdTier::contains(const CacheKey& key) const {
+  std::lock_guard lock(mu_);
+  return index_.contains(key);
+}
+
+uint64_t SsdTier::form_quota(Form f) const {
+  std::lock_guard lock(mu_);
+  return index_.form_quota(f);
 }
 
 }  // namespace prepfs

@@ -38,7 +38,7 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   // Only a policy that never evicts can run out of victims while over budget (LRU and random
   // always have one while bytes_ > 0), so a refusal never leaves a half-evicted tier behind.
   while (bytes_ + size > budget_) {
-    std::optional<CacheKey> v = policy_->victim();
+    std::optional<CacheKey> v = victim_for_room();
     if (!v) return false;
     erase_entry(entries_.find(*v));
     if (evicted) evicted->push_back(*v);
@@ -60,28 +60,29 @@ bool TierIndex::touch(const CacheKey& key) {
   return true;
 }
 
-void TierIndex::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas, std::vector<CacheKey>* evicted) {
+void TierIndex::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
   quota_ = quotas;
   for (size_t f = 0; f < kFormCount; f++) {
-    if (!form_policy_[f]) {
-      // Seed the form's policy with the entries it already holds (in no particular order: the
-      // first quota evictions after a change of partition are arbitrary among that form).
-      form_policy_[f] = policy_->make_empty();
-      std::vector<CacheKey> order;
-      for (const auto& [k, m] : entries_)
-        if (static_cast<size_t>(m.form) == f) order.push_back(k);
-      for (const CacheKey& k : order) form_policy_[f]->on_insert(k);
-    }
-    while (form_bytes_[f] > quota_[f]) {
-      std::optional<CacheKey> v = form_policy_[f]->victim();
-      if (!v) {  // a no-eviction policy still has to honour a lowered quota
-        for (const auto& [k, m] : entries_)
-          if (static_cast<size_t>(m.form) == f) { v = k; break; }
-      }
-      if (evicted) evicted->push_back(*v);
-      erase_entry(entries_.find(*v));
-    }
+    if (form_policy_[f]) continue;
+    // Seed the form's policy with the entries it already holds (in no particular order: the
+    // first quota evictions after a change of partition are arbitrary among that form).
+    form_policy_[f] = policy_->make_empty();
+    for (const auto& [k, m] : entries_)
+      if (static_cast<size_t>(m.form) == f) form_policy_[f]->on_insert(k);
   }
+}
+
+std::optional<CacheKey> TierIndex::victim_for_room() {
+  // A form above its quota (the partition moved away from it) gives room first: migration to a
+  // new partition evicts old entries only as the new ones arrive, so hits on the old placement
+  // keep coming until the new one is in place.
+  for (size_t f = 0; f < kFormCount; f++) {
+    if (!form_policy_[f] || form_bytes_[f] <= quota_[f]) continue;
+    if (std::optional<CacheKey> v = form_policy_[f]->victim()) return v;
+    for (const auto& [k, m] : entries_)  // a no-eviction policy still yields to a lowered quota
+      if (static_cast<size_t>(m.form) == f) return k;
+  }
+  return policy_->victim();
 }
 
 bool TierIndex::remove(const CacheKey& key) {

@@ -1,5 +1,7 @@
 #include "prepfs/cache/tier_manager.h"
 
+#include <algorithm>
+
 namespace prepfs {
 
 TierManager::TierManager(const CacheConfig& cfg) {
@@ -10,13 +12,27 @@ TierManager::TierManager(const CacheConfig& cfg) {
 
 TierManager::~TierManager() = default;
 
-ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill) {
+ChunkRef TierManager::recent_get(const CacheKey& key) {
+  std::lock_guard lock(recent_mu_);
+  for (const auto& [k, c] : recent_)
+    if (c && k == key) return c;
+  return nullptr;
+}
+
+void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
+  std::lock_guard lock(recent_mu_);
+  recent_[recent_next_] = {key, chunk};
+  recent_next_ = (recent_next_ + 1) % kRecent;
+}
+
+ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit) {
   auto& pf = counters_.by_form[static_cast<int>(form)];
   if (ChunkRef hit = ram_->get(key)) {
     bump(pf.ram_hits);
     bump(pf.ram_hit_bytes, hit->size());
     return hit;
   }
+  if (ChunkRef recent = recent_get(key)) return recent;
 
   std::promise<ChunkRef> promise;
   {
@@ -47,12 +63,14 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
       chunk = fill();
       bump(pf.misses);
       bump(pf.miss_bytes, chunk->size());
-      if (ssd_) ssd_->put_async(key, chunk, form);
+      if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form);
+      if (!admit.any()) recent_put(key, chunk);
     } else {
       bump(pf.ssd_hits);
       bump(pf.ssd_hit_bytes, chunk->size());
+      if (!admit.ram) recent_put(key, chunk);
     }
-    ram_->put(key, chunk, form);
+    if (admit.ram) ram_->put(key, chunk, form);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -64,25 +82,37 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
 
 ChunkRef TierManager::lookup(const CacheKey& key) {
   if (ChunkRef hit = ram_->get(key)) return hit;
+  if (ChunkRef recent = recent_get(key)) return recent;
   return ssd_ ? ssd_->get(key) : nullptr;
 }
 
 void TierManager::erase(const CacheKey& key) {
+  {
+    std::lock_guard lock(recent_mu_);
+    for (auto& [k, c] : recent_)
+      if (c && k == key) c.reset();
+  }
   ram_->erase(key);
   if (ssd_) ssd_->erase(key);
 }
 
-void TierManager::set_partition(const std::array<double, kFormCount>& shares) {
-  auto quotas = [&](uint64_t budget) {
+void TierManager::set_partition(const std::array<double, kFormCount>& ram_shares,
+                                const std::array<double, kFormCount>& ssd_shares) {
+  auto quotas = [](uint64_t budget, const std::array<double, kFormCount>& shares) {
     std::array<uint64_t, kFormCount> q{};
-    for (int f = 0; f < kFormCount; f++) q[f] = static_cast<uint64_t>(double(budget) * shares[f]);
+    for (int f = 0; f < kFormCount; f++)
+      q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
     return q;
   };
-  ram_->set_form_quotas(quotas(ram_->budget()));
-  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->budget()));
+  ram_->set_form_quotas(quotas(ram_->budget(), ram_shares));
+  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->budget(), ssd_shares));
 }
 
 void TierManager::evict_all() {
+  {
+    std::lock_guard lock(recent_mu_);
+    recent_.fill({});
+  }
   ram_->clear();
   if (ssd_) ssd_->clear();
 }

@@ -67,7 +67,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
-      {"partition", "PLAN", "auto (default) or fixed:RAW/DEC/AUG: percent of each tier per form"},
+      {"partition", "PLAN", "auto (default: the model plans and re-plans) or fixed:RAW/DEC/AUG[/RAW/DEC/AUG]: percent of each tier (RAM, then SSD) per form"},
       {"decoded_format", "FORMAT", "ppm (default) or npy: the file format of decoded/ and augmented/"},
       {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
       {"seed", "N", "seed of the augmented variants (default 0)"},
@@ -128,15 +128,26 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     for (char& c : v) if (c == '/') c = ',';
     if (v == "auto") {
       o.partition = v;
-      for (double& sh : o.partition_shares) sh = 1;
+      for (double& sh : o.partition_shares) sh = 1;  // unused by auto
     } else if (v.starts_with("fixed:")) {
-      double pct[3];
-      char tail = 0;
-      if (std::sscanf(v.c_str() + 6, "%lf,%lf,%lf%c", &pct[0], &pct[1], &pct[2], &tail) != 3 ||
-          pct[0] < 0 || pct[1] < 0 || pct[2] < 0 || pct[0] + pct[1] + pct[2] > 100.0001)
-        throw bad_value(key, value, "expected fixed:RAW,DEC,AUG, percentages summing to at most 100");
+      // Three percentages apply to both tiers; six give RAM's three, then SSD's.
+      double pct[6];
+      int n = 0, used = 0;
+      const char* p = v.c_str() + 6;
+      while (n < 6 && std::sscanf(p, "%lf%n", &pct[n], &used) == 1) {
+        p += used;
+        n++;
+        if (*p != ',') break;
+        p++;
+      }
+      auto sums_ok = [&](int first) { return pct[first] + pct[first + 1] + pct[first + 2] <= 100.0001; };
+      bool ok = *p == 0 && (n == 3 || n == 6) && std::all_of(pct, pct + n, [](double x) { return x >= 0; }) &&
+                sums_ok(0) && (n == 3 || sums_ok(3));
+      if (!ok)
+        throw bad_value(key, value, "expected fixed:RAW,DEC,AUG (both tiers) or fixed:RAW,DEC,AUG,RAW,DEC,AUG "
+                                    "(RAM, then SSD): percentages of a tier summing to at most 100");
       o.partition = v;
-      for (int f = 0; f < 3; f++) o.partition_shares[f] = pct[f] / 100.0;
+      for (int i = 0; i < 6; i++) o.partition_shares[i] = pct[n == 3 ? i % 3 : i] / 100.0;
     } else {
       throw bad_value(key, value, "expected auto or fixed:RAW,DEC,AUG");
     }

@@ -67,6 +67,7 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
   uint32_t node = node_of(ino);
   if (!S_ISREG(tree_.node(node).mode)) throw Error(EISDIR, "not a regular file");
+  bump(counters_.opens);
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   uint32_t variant = n / aug_reuse_;
   ChunkRef bytes = renderer_.augmented(node, variant);

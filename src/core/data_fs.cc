@@ -1,5 +1,7 @@
 #include "prepfs/core/data_fs.h"
 
+#include "prepfs/core/raw_chunk.h"
+
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -175,6 +177,7 @@ OpenReply DataFs::open(uint64_t ino, int flags) {
 std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
   auto [view, id] = node_of(ino);
   if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  if (off == 0 && tree_.dims(id).is_image()) bump(view == kRaw ? counters_.raw_samples : counters_.decoded_samples);
   if (view == kRaw) return read_raw(id, off, size);
   bump(counters_.reads);
   ChunkRef c;
@@ -198,18 +201,12 @@ std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   std::string path = tree_.path(id);
   const uint64_t cs = cfg_.chunk_size;
   bump(counters_.reads);
+  auto admission = [&](uint32_t node) { return placer_ ? placer_->admission(node, Form::raw) : Admission{}; };
   try {
     for (uint64_t pos = off; pos < off + size;) {
       uint64_t idx = pos / cs, chunk_start = idx * cs;
       size_t chunk_len = static_cast<size_t>(std::min<uint64_t>(cs, v.size - chunk_start));
-      CacheKey key = make_key(KeyFields{path, v.size, v.mtime_ns, Form::raw, 0, 0, idx});
-      ChunkRef c = cache_.get_or_fill(key, Form::raw, [&]() -> ChunkRef {
-        auto fresh = Chunk::allocate(chunk_len);
-        size_t n = source_.read(path, v, chunk_start, fresh->mutable_data(), chunk_len);
-        if (n != chunk_len) throw Error(EIO, "source file " + path + " is shorter than indexed");
-        return fresh;
-      });
-      if (c->size() != chunk_len) throw Error(EIO, "cached chunk of " + path + " has the wrong size");
+      ChunkRef c = raw_chunk(source_, cache_, path, v, idx, cs, admission(id));
       size_t in_chunk = static_cast<size_t>(pos - chunk_start);
       size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_len - in_chunk, off + size - pos));
       out.push_back(Slice{c, c->data() + in_chunk, n});

@@ -66,7 +66,40 @@ void PromText::histogram_seconds(std::string_view name, std::string_view help, c
   sample(std::string(name) + "_count", {}, cumulative);
 }
 
-std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer) {
+namespace {
+
+// The profiler's EWMAs as gauges (the same values as .prepfs/stats "profile").
+void profile_gauges(PromText& p, const Profile& pr) {
+  auto gauge = [&](const char* name, const char* help, double v) {
+    p.family(name, "gauge", help);
+    p.sample(name, {}, v);
+  };
+  p.family("prepfs_profile_size_bytes", "gauge", "Mean bytes per sample, per form.");
+  for (model::Form f : model::kAllForms)
+    p.sample("prepfs_profile_size_bytes", {{"form", model::form_name(f)}}, pr.size[static_cast<size_t>(f)]);
+  gauge("prepfs_profile_source_latency_seconds", "EWMA of the source's time per read request.", pr.src_latency);
+  gauge("prepfs_profile_source_bandwidth_bytes_per_second",
+        "Lower bound of the source's bandwidth: max(one request's throughput, decayed peak rate).", pr.src_bandwidth);
+  gauge("prepfs_profile_source_concurrency_in_use", "EWMA of the source reads in flight while reading.",
+        pr.src_concurrency_in_use);
+  gauge("prepfs_profile_ssd_read_bytes_per_second", "Lower bound of the SSD tier's read bandwidth.", pr.ssd_read_bw);
+  gauge("prepfs_profile_ssd_write_bytes_per_second", "The SSD tier's writer thread: bytes per second busy.",
+        pr.ssd_write_bw);
+  p.family("prepfs_profile_cpu_seconds_per_sample", "gauge", "EWMA of thread CPU seconds per sample, by kind.");
+  p.sample("prepfs_profile_cpu_seconds_per_sample", {{"kind", "decode"}}, pr.c_dec);
+  p.sample("prepfs_profile_cpu_seconds_per_sample", {{"kind", "augment"}}, pr.c_aug);
+  p.sample("prepfs_profile_cpu_seconds_per_sample", {{"kind", "augment_from_decoded"}}, pr.c_aug_from_decoded);
+  gauge("prepfs_profile_copy_bytes_per_second", "FUSE reply copy bandwidth: one thread's rate times the cores.",
+        pr.copy_bw);
+  p.family("prepfs_profile_view_share", "gauge", "EWMA of each view's share of the samples requested.");
+  for (model::Form f : model::kAllForms)
+    p.sample("prepfs_profile_view_share", {{"view", model::form_name(f)}}, pr.view_share[static_cast<size_t>(f)]);
+}
+
+}  // namespace
+
+std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
+                           const Profiler* profiler) {
   PromText p;
   const CacheCounters& cc = cache.counters();
   SsdTier* ssd = cache.ssd();
@@ -161,6 +194,7 @@ std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs,
 
   gauge("prepfs_index_entries", "Entries in the metadata index.", fs.tree().size());
   gauge("prepfs_index_files", "Regular files in the metadata index.", fs.tree().file_count());
+  if (profiler) profile_gauges(p, profiler->profile());
   return p.str();
 }
 

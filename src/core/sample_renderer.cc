@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "prepfs/common/error.h"
+#include "prepfs/core/raw_chunk.h"
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/render.h"
 #include "prepfs/transform/rng.h"
@@ -63,21 +64,17 @@ void SampleRenderer::check_limits(uint32_t node) const {
                                      " is more than max_pixels");
 }
 
-// The raw bytes of a whole file: from the tiers where its chunks are cached, else from the
-// source (without admitting them: what to cache is the partition's decision, not a side effect).
+// The raw bytes of a whole file, chunk by chunk: from the tiers where cached, else from the source,
+// kept only where the placement puts this sample's raw form (what to cache is the partition's
+// decision, not a side effect of rendering).
 std::vector<uint8_t> SampleRenderer::raw_bytes(uint32_t node) {
   FileVersion v = tree_.version(node);
   std::string path = tree_.path(node);
+  const Admission admit = admission(node, Form::raw);
   std::vector<uint8_t> out(v.size);
   for (uint64_t off = 0, idx = 0; off < v.size; off += cfg_.chunk_size, idx++) {
-    size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.chunk_size, v.size - off));
-    ChunkRef c = cache_.lookup(make_key(KeyFields{path, v.size, v.mtime_ns, Form::raw, 0, 0, idx}));
-    if (c && c->size() == len) {
-      std::memcpy(out.data() + off, c->data(), len);
-      continue;
-    }
-    if (source_.read(path, v, off, out.data() + off, len) != len)
-      throw Error(EIO, "source file " + path + " is shorter than indexed");
+    ChunkRef c = raw_chunk(source_, cache_, path, v, idx, cfg_.chunk_size, admit);
+    std::memcpy(out.data() + off, c->data(), c->size());
   }
   return out;
 }
@@ -125,14 +122,18 @@ ChunkRef SampleRenderer::decoded(uint32_t node) {
       bump(counters_.decoded);
       return ChunkRef(c);
     });
-  });
+  }, admission(node, Form::decoded));
 }
 
 ChunkRef SampleRenderer::augmented(uint32_t node, uint32_t variant) {
   return cache_.get_or_fill(key(node, Form::augmented, variant), Form::augmented, [&] {
     transform::Rng rng = transform::Rng::for_variant(cfg_.seed, tree_.path(node), variant);
-    // Cheapest start first: decoded pixels already in a tier skip the JPEG decode entirely.
-    if (ChunkRef dec = cache_.lookup(key(node, Form::decoded, 0))) {
+    // Cheapest start first: decoded pixels already in a tier skip the JPEG decode entirely. A
+    // sample the placement keeps decoded gets its pixels decoded (and admitted) first, so an
+    // epoch read through augmented/ fills the decoded slots too.
+    ChunkRef dec = cache_.lookup(key(node, Form::decoded, 0));
+    if (!dec && admission(node, Form::decoded).any()) dec = decoded(node);
+    if (dec) {
       ImageDims d = tree_.dims(node);
       size_t header = transform::encoded_header(cfg_.format, int(d.width), int(d.height)).size();
       if (dec->size() == header + uint64_t(d.width) * d.height * 3) {
@@ -151,7 +152,7 @@ ChunkRef SampleRenderer::augmented(uint32_t node, uint32_t variant) {
       bump(counters_.augmented);
       return to_chunk(transform::render_augmented(jpeg, cfg_.spec, rng, cfg_.format, cfg_.augment));
     });
-  });
+  }, admission(node, Form::augmented));
 }
 
 void SampleRenderer::forget_augmented(uint32_t node, uint32_t variant) {

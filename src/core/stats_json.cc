@@ -16,10 +16,40 @@ std::string tier_json(const TierCounters& c, uint64_t entries, uint64_t bytes, u
       form_bytes[0], form_bytes[1], form_bytes[2]);
 }
 
+std::string names_json(const Profile& p, bool priors) {
+  std::string out = "[";
+  for (const ProfileNote& n : p.notes) {
+    if (n.prior != priors) continue;
+    if (out.size() > 1) out += ", ";
+    out += "\"" + n.input + "\"";  // field names: never need escaping
+  }
+  return out + "]";
+}
 
 }  // namespace
 
-std::string render_stats_json(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer) {
+std::string profile_json(const Profile& p) {
+  return fmt::format(
+      R"({{"ticks": {}, "samples": {}, "size": {{"raw": {:.6g}, "decoded": {:.6g}, "augmented": {:.6g}}}, )"
+      R"("capacity": {{"ram": {}, "ssd": {}}}, )"
+      R"("source": {{"latency_s": {:.6g}, "bandwidth_Bps": {:.6g}, "stream_Bps": {:.6g}, "peak_Bps": {:.6g}, )"
+      R"("concurrency_in_use": {:.4g}, "concurrency": {}}}, )"
+      R"("ssd": {{"read_Bps": {:.6g}, "read_stream_Bps": {:.6g}, "read_peak_Bps": {:.6g}, "write_Bps": {:.6g}}}, )"
+      R"("cpu": {{"decode_s": {:.6g}, "augment_s": {:.6g}, "augment_from_jpeg_s": {:.6g}, )"
+      R"("augment_from_decoded_s": {:.6g}, "cores": {}}}, )"
+      R"("copy_Bps": {:.6g}, "copy_per_thread_Bps": {:.6g}, )"
+      R"("views": {{"raw": {:.4f}, "decoded": {:.4f}, "augmented": {:.4f}}}, "view": "{}", "aug_reuse": {}, )"
+      R"("priors": {}, "unmeasured": {}}})",
+      p.ticks, p.samples, p.size[0], p.size[1], p.size[2], p.ram_capacity, p.ssd_capacity,
+      p.src_latency, p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_concurrency_in_use, p.src_concurrency,
+      p.ssd_read_bw, p.ssd_read_stream_bw, p.ssd_read_peak_bw, p.ssd_write_bw,
+      p.c_dec, p.c_aug, p.c_aug_from_jpeg, p.c_aug_from_decoded, p.cores, p.copy_bw, p.copy_call_bw,
+      p.view_share[0], p.view_share[1], p.view_share[2], model::form_name(p.view), p.aug_reuse,
+      names_json(p, true), names_json(p, false));
+}
+
+std::string render_stats_json(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
+                              const Profiler* profiler) {
   const CacheCounters& cc = cache.counters();
   uint64_t ram_forms[kFormCount], ssd_forms[kFormCount] = {0, 0, 0};
   for (int f = 0; f < kFormCount; f++) {
@@ -39,7 +69,7 @@ std::string render_stats_json(TierManager& cache, Source& source, const DataFs& 
       R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}}},)" "\n"
       R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)" "\n"
       R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)" "\n"
-      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}})" "\n"
+      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}}{})" "\n"
       "}}\n",
       load(sc.reads), load(sc.bytes), load(sc.opens), load(sc.errors), double(load(sc.read_ns)) / 1e9,
       tier_json(cc.ram, cache.ram().entries(), cache.ram().bytes(), cache.ram().budget(), ram_forms),
@@ -48,7 +78,8 @@ std::string render_stats_json(TierManager& cache, Source& source, const DataFs& 
       load(fc.reads), load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files),
       load(rc.decoded), load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9,
       load(rc.waits),
-      fs.tree().size(), fs.tree().file_count(), fs.tree().image_count(), fs.tree().memory_bytes());
+      fs.tree().size(), fs.tree().file_count(), fs.tree().image_count(), fs.tree().memory_bytes(),
+      profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string());
 }
 
 }  // namespace prepfs

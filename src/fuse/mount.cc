@@ -21,6 +21,8 @@
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
 #include "prepfs/core/plan_report.h"
+#include "prepfs/core/planner.h"
+#include "prepfs/core/profiler.h"
 #include "prepfs/core/metrics.h"
 #include "prepfs/core/metrics_http.h"
 #include "prepfs/core/stats_json.h"
@@ -114,8 +116,6 @@ class RunningMount final : public Mount {
       throw Error(e.err(), "ssd_dir " + opts_.ssd_dir + " is not usable: " + e.what());
     }
 
-    if (opts_.partition != "auto")
-      cache_->set_partition({opts_.partition_shares[0], opts_.partition_shares[1], opts_.partition_shares[2]});
     tree_ = std::make_unique<Tree>(std::move(loaded.tree));
     renderer_ = std::make_unique<SampleRenderer>(*source_, *tree_, *cache_, render_config());
     DataFsConfig dc;
@@ -123,12 +123,27 @@ class RunningMount final : public Mount {
     data_fs_ = std::make_unique<DataFs>(*source_, *tree_, *cache_, renderer_.get(), dc);
     double timeout = opts_.metadata_ttl < 0 ? 86400.0 : opts_.metadata_ttl;
     augmented_fs_ = std::make_unique<AugmentedFs>(*tree_, *renderer_, opts_.aug_reuse, timeout);
+    // The partition model's measurements, ticking once a second from now on.
+    profiler_ = std::make_unique<Profiler>(ProfilerSources{*tree_, *source_, *cache_, *renderer_, data_fs_->counters(),
+                                                           augmented_fs_->counters(), replies_, opts_.threads,
+                                                           opts_.aug_reuse});
+    // The partition: a plan now (from priors where nothing is measured yet), then on drift.
+    placer_ = std::make_unique<Placer>(*tree_);
+    renderer_->set_placer(placer_.get());
+    data_fs_->set_placer(placer_.get());
+    planner_ = std::make_unique<Planner>(planner_config(), [this](std::string* notes) {
+      return measured_inputs(PlanSources{*tree_, *cache_, *source_, *renderer_, *profiler_, opts_.aug_reuse,
+                                         opts_.threads}, notes);
+    }, *placer_, *cache_);
+    planner_->plan_now(opts_.partition == "auto" ? "first plan, from priors where nothing is measured yet"
+                                                 : "partition=" + opts_.partition);
+    profiler_->on_tick([this] { planner_->on_tick(); });
+    profiler_->start(std::chrono::seconds(1));
     control_fs_ = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
-        {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_, renderer_.get()); }},
-        {"metrics", [this] { return render_metrics(*cache_, *source_, *data_fs_, renderer_.get()); }},
-        {"plan", [this] {
-           return render_plan(PlanSources{*tree_, *cache_, *source_, *renderer_, opts_.aug_reuse, opts_.threads});
-         }},
+        {"stats", [this] { return render_stats_json(*cache_, *source_, *data_fs_, renderer_.get(), profiler_.get()); }},
+        {"metrics", [this] { return render_metrics(*cache_, *source_, *data_fs_, renderer_.get(), profiler_.get()); }},
+        {"plan", [this] { return planner_->report_text(); }},
+        {"plan.json", [this] { return planner_->report_json(); }},
         {"evict", nullptr, [this](std::string_view) { evict(); }},
     });
 
@@ -141,6 +156,7 @@ class RunningMount final : public Mount {
     main_cfg.allow_other = opts_.allow_other;
     main_cfg.debug = opts_.debug_fuse;
     main_cfg.negative_timeout = opts_.metadata_ttl < 0 ? 86400.0 : opts_.metadata_ttl;
+    main_cfg.reply_counters = &replies_;  // and the augmented session's, which copies this config
     main_ = std::make_unique<FuseSession>(*data_fs_, main_cfg);
     data_fs_->set_invalidator([this](uint64_t ino) { main_->invalidate(ino); });
 
@@ -155,6 +171,7 @@ class RunningMount final : public Mount {
     ctl_cfg.mountpoint = mountpoint_ + "/" + DataFs::kControlDirName;
     ctl_cfg.fsname = "prepfs-control";
     ctl_cfg.max_threads = 4;
+    ctl_cfg.reply_counters = nullptr;  // control files are not samples: no copy bandwidth from them
     ctl_cfg.skip_open = false;
     ctl_cfg.negative_timeout = 0;
     ctl_cfg.exit_on_unmount = false;
@@ -175,7 +192,7 @@ class RunningMount final : public Mount {
 
     if (!opts_.metrics_addr.empty()) {
       metrics_http_ = std::make_unique<MetricsHttpServer>(opts_.metrics_addr, [this] {
-        return render_metrics(*cache_, *source_, *data_fs_, renderer_.get());
+        return render_metrics(*cache_, *source_, *data_fs_, renderer_.get(), profiler_.get());
       });
       spdlog::info("Prometheus metrics at http://{}/metrics", opts_.metrics_addr);
     }
@@ -189,6 +206,7 @@ class RunningMount final : public Mount {
   }
 
   void stop() override {
+    if (profiler_) profiler_->stop();  // its callbacks (the planner) must not run during teardown
     metrics_http_.reset();
     if (control_) control_->stop();
     if (augmented_) augmented_->stop();
@@ -224,6 +242,17 @@ class RunningMount final : public Mount {
     return rc;
   }
 
+  PlannerConfig planner_config() const {
+    PlannerConfig pc;
+    pc.fixed = opts_.partition != "auto";
+    for (size_t t = 0; t < model::kTiers; t++)
+      for (size_t f = 0; f < model::kForms; f++) pc.fixed_shares[t][f] = opts_.partition_shares[t * 3 + f];
+    // Files that are not samples are admitted as read: the raw quotas leave room for them.
+    for (uint32_t id = 0; id < tree_->size(); id++)
+      if (S_ISREG(tree_->node(id).mode) && !tree_->dims(id).is_image()) pc.other_bytes += double(tree_->version(id).size);
+    return pc;
+  }
+
   std::string summary() const override {
     return "serving " + opts_.source + " at " + mountpoint_ + " (" + std::to_string(data_fs_->tree().size()) +
            " entries, index " + (index_reused_ ? "reused" : "scanned") + ", ram " + format_size(opts_.ram_bytes) +
@@ -242,8 +271,12 @@ class RunningMount final : public Mount {
   std::unique_ptr<DataFs> data_fs_;
   std::unique_ptr<AugmentedFs> augmented_fs_;
   std::unique_ptr<ControlFs> control_fs_;
+  std::unique_ptr<Placer> placer_;
+  std::unique_ptr<Planner> planner_;
+  ReplyCounters replies_;  // filled by the data sessions, read by the profiler: outlives both
   std::unique_ptr<FuseSession> main_, augmented_, control_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  std::unique_ptr<Profiler> profiler_;  // last: destroyed (and stopped) first
 };
 
 }  // namespace

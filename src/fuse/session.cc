@@ -129,9 +129,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     std::vector<Slice> slices = fs_of(req).read(ino, fi ? fi->fh : 0, static_cast<uint64_t>(off), size);
     std::vector<iovec> iov;
     iov.reserve(slices.size());
-    for (const Slice& s : slices) iov.push_back(iovec{const_cast<char*>(s.data), s.len});
+    size_t bytes = 0;
+    for (const Slice& s : slices) {
+      iov.push_back(iovec{const_cast<char*>(s.data), s.len});
+      bytes += s.len;
+    }
+    ReplyCounters* rc = session_of(req).config().reply_counters;
+    uint64_t t0 = rc ? steady_ns() : 0;
     if (iov.empty()) fuse_reply_buf(req, nullptr, 0);
     else fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+    if (rc) {  // the copy into the reader's buffer happens inside the reply call
+      bump(rc->replies);
+      bump(rc->bytes, bytes);
+      bump(rc->ns, steady_ns() - t0);
+    }
   });
 }
 

@@ -151,6 +151,22 @@ Placement single_form(const Inputs& in, Form f) {
   return p;
 }
 
+Placement fixed_placement(const Inputs& in, const std::array<std::array<double, kForms>, kTiers>& shares) {
+  Placement p;
+  double left = std::max(0.0, in.samples);
+  for (Tier t : kAllTiers) {
+    const double budget = t == Tier::kRam ? in.ram_capacity : in.ssd_capacity;
+    for (Form f : kAllForms) {
+      const double s = in.size_of(f), share = shares[static_cast<std::size_t>(t)][static_cast<std::size_t>(f)];
+      if (s <= 0 || share <= 0) continue;
+      const double n = std::min(left, std::floor(std::max(0.0, share * budget) / s));
+      p.at(f, t) = n;
+      left -= n;
+    }
+  }
+  return p;
+}
+
 Placement solve_continuous(const Inputs& in) {
   if (in.samples <= 0) return {};
   const LinearLoad ll = linear_load(in);

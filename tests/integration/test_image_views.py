@@ -4,12 +4,13 @@ import os
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs
+from prepfs_harness import Prepfs, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "..", "..", "bench", "gen_dataset.py")
@@ -219,9 +220,11 @@ def test_plan_reports_measured_costs_and_a_placement(dataset):
         for rel in images(src)[:8]:
             open(view_path(fs.mnt, "decoded", rel), "rb").read()
             open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        # The plan's inputs are the profiler's, which measures once a second.
+        wait_for(lambda: "c_dec" not in fs.stats()["profile"]["priors"], what="a profiler tick")
         plan = open(os.path.join(fs.mnt, ".prepfs", "plan")).read()
         import re
-        assert int(re.search(r"samples\s+(\d+)", plan).group(1)) == 51, plan  # 48 + 3 bad but listed
+        assert int(re.search(r"samples\s+(\d+)", plan).group(1)) == 50, plan  # 48 + 2 bad but listed; the huge one is no sample
         for key in ("c_dec", "placement", "predicted throughput", "bound by", "all decoded", "no cache"):
             assert key in plan, key
         assert "c_dec: prior" not in plan  # decode cost was measured, not assumed
@@ -242,3 +245,44 @@ def test_fixed_partition_caches_only_the_forms_it_names(dataset):
         # raw/ still serves every byte, from the source each time
         rel = images(src)[0]
         assert open(os.path.join(fs.raw(), rel), "rb").read() == (src / rel).read_bytes()
+
+
+def test_profile_measures_costs_sources_and_the_view_mix(dataset):
+    src = dataset / "src"
+    rels = images(src)
+    measured = {"src_latency", "src_bandwidth", "c_dec", "c_aug"}
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-prof", "ram=64M,ssd=64M,fast_paths=0") as fs:
+        before = fs.stats()["profile"]
+        assert measured | {"c_aug_from_decoded"} <= set(before["priors"]), before
+        assert before["view"] == "raw", before  # nothing requested yet
+        assert before["samples"] == 50  # 48 + 2 bad files whose headers look valid (not the huge one)
+        assert before["size"]["augmented"] == len(b"P6\n224 224\n255\n") + 224 * 224 * 3
+        # Decoded then augmented (from cached pixels, if the placement keeps decoded ones), augmented
+        # alone (from JPEG), interleaved so that any split into profiler windows has augmented/ ahead.
+        for i, rel in enumerate(rels[:20]):
+            if i < 6:
+                open(view_path(fs.mnt, "decoded", rel), "rb").read()
+            open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        # Then augmented/ alone over a few windows, as a training loop reads.
+        end = time.time() + 2.5
+        while time.time() < end:
+            for rel in rels[20:30]:
+                open(view_path(fs.mnt, "augmented", rel), "rb").read()
+        wait_for(lambda: not measured & set(fs.stats()["profile"]["priors"]), timeout=5, what="measured inputs")
+        time.sleep(1.2)  # one more window, so every render above is in the profile
+        s = fs.stats()
+        p = s["profile"]
+        assert p["cpu"]["decode_s"] > 0 and p["cpu"]["augment_from_jpeg_s"] > 0, p
+        # c_aug is the augmented render's extra over a decoded/ render: it may be negative
+        assert p["cpu"]["augment_s"] == pytest.approx(p["cpu"]["augment_from_jpeg_s"] - p["cpu"]["decode_s"]), p
+        assert p["cpu"]["augment_from_decoded_s"] > 0, p  # measured or prior
+        from_pixels = s["transform"]["augmented_from_decoded"] > 0
+        assert ("c_aug_from_decoded" in p["priors"]) != from_pixels, (s["transform"], p)
+        assert p["cpu"]["cores"] >= 1
+        assert p["source"]["latency_s"] > 0 and p["source"]["bandwidth_Bps"] > 0, p
+        assert p["source"]["concurrency_in_use"] > 0, p
+        assert p["copy_Bps"] > 0 and "copy_bw" not in p["unmeasured"], p
+        views = p["views"]
+        assert p["view"] == "augmented", p
+        assert views["augmented"] > views["decoded"] > 0 and views["raw"] == 0, views
+        assert abs(sum(views.values()) - 1) < 1e-3, views

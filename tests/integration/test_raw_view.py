@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from prepfs_harness import (Prepfs, SlowFs, drop_page_cache, make_dataset, read_all,
-                            sha256_file)
+                            sha256_file, wait_for)
 
 
 @pytest.fixture
@@ -115,7 +115,8 @@ def test_restart_with_same_ssd_dir_serves_without_the_source(env):
             assert read_all(fs.raw(), digests) == digests
         slow.reset()
         with Prepfs(tmp / "slow", tmp / "mnt", tmp / "ssd") as fs:
-            assert "index reused" in fs.log_text(), fs.log_text()
+            # The summary line comes right after the mount answers: wait for it, do not race it.
+            wait_for(lambda: "index reused" in fs.log_text(), timeout=5, what="the summary line")
             assert read_all(fs.raw(), digests) == digests
             c = slow.counters()
             assert c["reads"] == 0 and c["opens"] == 0 and c["readdirs"] == 0, c

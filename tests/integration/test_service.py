@@ -287,7 +287,8 @@ def test_prepctl_warmup_decoded_form(env):
     PIL = pytest.importorskip("PIL.Image")
     for i in range(3):
         PIL.new("RGB", (64 + i, 48), (i * 40, 100, 200)).save(src / "c" / f"img{i}.jpg", quality=90)
-    with Prepfs(src, tmp / "mnt", tmp / "ssd") as fs:
+    # Warming reads through a view; what is kept follows the partition, here decoded in RAM.
+    with Prepfs(src, tmp / "mnt", tmp / "ssd", "partition=fixed:0/100/0") as fs:
         prepctl(fs.mnt, "warmup", "--form", "decoded", "c")
         st = fs.stats()
         assert st["transform"]["decoded"] == 3
@@ -350,9 +351,13 @@ def test_prepctl_plan_prints_the_models_reasoning(env):
         assert res.returncode == 0, res.stderr
         plan = open(os.path.join(fs.mnt, ".prepfs", "plan")).read()
         assert res.stdout == plan
-        # This tree may hold no JPEGs; either way the file says what it decided and why.
-        assert "nothing to plan" in plan or all(
-            k in plan for k in ("measured inputs", "placement", "predicted throughput", "single-form alternatives"))
+        for k in ("partition=auto", "measured inputs", "placement", "predicted throughput", "single-form alternatives"):
+            assert k in plan, (k, plan)
+        res = prepctl(fs.mnt, "plan", "--json")
+        doc = json.loads(res.stdout)
+        assert doc["mode"] == "auto" and doc["plans"] >= 1, doc
+        assert set(doc["placement"]) == {"raw", "decoded", "augmented"}, doc
+        assert {"no cache", "all raw", "all decoded", "all augmented"} == set(doc["alternatives"]), doc
 
 
 # ------------------------------------------------------------------------------------- metrics

@@ -123,9 +123,15 @@ TEST(Options, Partition) {
   apply_option(o, "partition", "fixed:20,30,50", true);  // as a config file gives it
   EXPECT_DOUBLE_EQ(o.partition_shares[0], 0.2);
   EXPECT_DOUBLE_EQ(o.partition_shares[2], 0.5);
-  apply_option_list(o, "partition=auto");
+  EXPECT_DOUBLE_EQ(o.partition_shares[4], 0.3);  // three numbers apply to both tiers
+  apply_option_list(o, "partition=fixed:0/100/0/60/0/40");  // RAM's three, then SSD's
   EXPECT_DOUBLE_EQ(o.partition_shares[1], 1.0);
+  EXPECT_DOUBLE_EQ(o.partition_shares[3], 0.6);
+  EXPECT_DOUBLE_EQ(o.partition_shares[5], 0.4);
+  apply_option_list(o, "partition=auto");
+  EXPECT_EQ(o.partition, "auto");
   for (const char* bad : {"partition=fixed:50/50/50", "partition=fixed:1/2", "partition=fixed:-1/0/0",
-                          "partition=manual", "partition=fixed:1/2/3x"})
+                          "partition=manual", "partition=fixed:1/2/3x", "partition=fixed:1/2/3/4",
+                          "partition=fixed:0/0/0/50/50/1", "partition=fixed:1/2/3/4/5/6/7"})
     EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
 }

@@ -98,7 +98,7 @@ TEST(TierIndex, FormQuotasEvictWithinTheForm) {
   for (const char* policy : {"lru", "random"}) {
     TierIndex idx(100, make_policy(policy, 5));
     std::vector<CacheKey> ev;
-    idx.set_form_quotas({20, 80, 0}, &ev);
+    idx.set_form_quotas({20, 80, 0});
     EXPECT_TRUE(idx.admit(k(1), 20, Form::raw, &ev));
     EXPECT_TRUE(idx.admit(k(2), 20, Form::raw, &ev));  // evicts k(1): raw is at its 20-byte quota
     ASSERT_EQ(ev.size(), 1u) << policy;
@@ -115,14 +115,23 @@ TEST(TierIndex, FormQuotasEvictWithinTheForm) {
 }
 
 TEST(TierIndex, LoweringAQuotaMigratesWithoutFlushing) {
-  TierIndex idx(100, make_policy("lru"));
-  std::vector<CacheKey> ev;
-  for (uint64_t i = 1; i <= 5; i++) idx.admit(k(i), 10, Form::raw, &ev);
-  for (uint64_t i = 6; i <= 10; i++) idx.admit(k(i), 10, Form::decoded, &ev);
-  ev.clear();
-  idx.set_form_quotas({30, 70, 0}, &ev);  // raw 50 -> 30: two raw entries go, decoded stays
-  EXPECT_EQ(ev.size(), 2u);
-  EXPECT_EQ(idx.bytes(Form::raw), 30u);
-  EXPECT_EQ(idx.bytes(Form::decoded), 50u);
-  EXPECT_LE(idx.bytes(), idx.budget());
+  for (const char* policy : {"lru", "random", "none"}) {
+    TierIndex idx(100, make_policy(policy, 3));
+    std::vector<CacheKey> ev;
+    for (uint64_t i = 1; i <= 5; i++) idx.admit(k(i), 10, Form::raw, &ev);
+    for (uint64_t i = 6; i <= 10; i++) idx.admit(k(i), 10, Form::decoded, &ev);
+    ev.clear();
+    idx.set_form_quotas({30, 70, 0});  // raw 50 -> 30: nothing goes until decoded needs the room
+    EXPECT_TRUE(ev.empty()) << policy;
+    EXPECT_EQ(idx.bytes(Form::raw), 50u);
+    for (uint64_t i = 11; i <= 12; i++) EXPECT_TRUE(idx.admit(k(i), 10, Form::decoded, &ev)) << policy;
+    EXPECT_EQ(ev.size(), 2u) << policy;  // each new decoded entry pushed out one raw entry
+    EXPECT_EQ(idx.bytes(Form::raw), 30u) << policy;
+    EXPECT_EQ(idx.bytes(Form::decoded), 70u) << policy;
+    EXPECT_LE(idx.bytes(), idx.budget());
+    if (std::string(policy) == "none") continue;  // a full form under "none" refuses instead
+    EXPECT_TRUE(idx.admit(k(13), 10, Form::decoded, &ev));  // decoded at its quota: its own entry goes
+    EXPECT_EQ(idx.bytes(Form::raw), 30u) << policy;
+    EXPECT_EQ(idx.bytes(Form::decoded), 70u) << policy;
+  }
 }

@@ -25,6 +25,8 @@ class RamTier {
   uint64_t bytes(Form f) const;
   size_t entries() const;
   uint64_t budget() const;
+  bool contains(const CacheKey& key) const;
+  uint64_t form_quota(Form f) const;
 
  private:
   mutable std::mutex mu_;

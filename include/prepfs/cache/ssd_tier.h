@@ -56,6 +56,8 @@ class SsdTier {
   uint64_t bytes(Form f) const;
   size_t entries() const;
   uint64_t budget() const;
+  bool contains(const CacheKey& key) const;
+  uint64_t form_quota(Form f) const;
   uint64_t queued_bytes();  // bytes waiting in the write queue
   size_t queued_jobs();     // entries waiting in the write queue
   std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools

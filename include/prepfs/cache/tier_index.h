@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -27,9 +28,11 @@ class TierIndex {
   // Lowers (or raises) the budget, evicting down to it. Used when the SSD turns out to be full.
   void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
   // Per-form byte quotas within the budget (the partition: how much of this tier each form may
-  // hold). A form over its quota evicts its own entries, by the same policy, one form at a time;
-  // lowering a quota evicts down to it. Without quotas every form may use the whole budget.
-  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas, std::vector<CacheKey>* evicted);
+  // hold). A form at its quota makes room from its own entries, by the same policy. Lowering a
+  // quota evicts nothing at once: a form above its quota is the first to give room when another
+  // entry needs it, so the tier migrates to a new partition gradually, never by a flush. Without
+  // quotas every form may use the whole budget.
+  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas);
   uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 
   uint64_t budget() const { return budget_; }
@@ -45,6 +48,7 @@ class TierIndex {
     uint64_t size;
     Form form;
   };
+  std::optional<CacheKey> victim_for_room();
   void erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::iterator it);
 
   uint64_t budget_;

@@ -3,6 +3,7 @@
 // admit the result to both tiers.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <future>
 #include <memory>
@@ -17,6 +18,15 @@
 #include "prepfs/common/stats.h"
 
 namespace prepfs {
+
+// Which tiers may keep what a fill produced (the partition's placement decides per sample).
+// Entries already cached are served wherever they are, admitted or not.
+struct Admission {
+  bool ram = true;
+  bool ssd = true;
+  static Admission none() { return {false, false}; }
+  bool any() const { return ram || ssd; }
+};
 
 struct CacheConfig {
   uint64_t ram_bytes = 0;
@@ -46,17 +56,23 @@ class TierManager {
 
   using Fill = std::function<ChunkRef()>;
   // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
-  // the same key wait for that one run) and admits what it returns. fill's exceptions propagate
-  // to every waiter; nothing is admitted then.
-  ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill);
+  // the same key wait for that one run) and admits what it returns to the tiers `admit` names
+  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk admitted nowhere is kept
+  // among the last few such fills, so the next read requests of the same file (the kernel splits
+  // a file into several) do not fetch or render it again. fill's exceptions propagate to every
+  // waiter; nothing is admitted then.
+  ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit = {});
 
-  // The chunk if a tier holds it (RAM, then SSD), without filling or admitting anything.
+  // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
+  // filling or admitting anything.
   ChunkRef lookup(const CacheKey& key);
   void erase(const CacheKey& key);  // from both tiers
 
-  // The partition as fractions of each tier per form (raw, decoded, augmented), summing to at
-  // most 1; entries beyond a lowered share are evicted.
-  void set_partition(const std::array<double, kFormCount>& shares);
+  // The partition as fractions of each tier per form (raw, decoded, augmented), each tier's
+  // summing to at most 1. A lowered share evicts nothing at once: entries above it are the first
+  // to go when another form needs room (gradual migration, never a flush).
+  void set_partition(const std::array<double, kFormCount>& ram_shares,
+                     const std::array<double, kFormCount>& ssd_shares);
 
   void evict_all();  // both tiers
   void flush();      // waits for queued SSD writes
@@ -69,6 +85,13 @@ class TierManager {
   CacheCounters counters_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
+  ChunkRef recent_get(const CacheKey& key);
+  void recent_put(const CacheKey& key, const ChunkRef& chunk);
+
+  static constexpr size_t kRecent = 32;  // fills admitted nowhere, kept for the next requests
+  std::mutex recent_mu_;
+  std::array<std::pair<CacheKey, ChunkRef>, kRecent> recent_{};
+  size_t recent_next_ = 0;
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
 };

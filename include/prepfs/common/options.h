@@ -25,9 +25,10 @@ struct Options {
   bool allow_other = false;                // allow_other (FUSE)
   std::string metrics_addr;                // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
 
-  // partition= auto (the model's plan is advisory) | fixed:RAW,DEC,AUG (percent of each tier)
+  // partition= auto (the model plans from measurements and re-plans on drift) |
+  // fixed:RAW,DEC,AUG[,RAW,DEC,AUG] (percent of each tier per form; three numbers apply to both)
   std::string partition = "auto";
-  double partition_shares[3] = {1, 1, 1};  // fixed: fractions per form; auto: no quotas
+  double partition_shares[6] = {1, 1, 1, 1, 1, 1};  // fixed: RAM's raw/dec/aug, then SSD's, as fractions
 
   // decoded/ and augmented/ views
   std::string decoded_format = "ppm";      // decoded_format= ppm | npy (both views)

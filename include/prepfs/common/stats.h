@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace prepfs {
@@ -15,6 +16,13 @@ struct TierCounters {
   std::atomic<uint64_t> rejected{0};      // admissions refused (budget, no-eviction policy, errors)
   std::atomic<uint64_t> corrupt{0};       // entries that failed their checksum (SSD only)
   std::atomic<uint64_t> write_errors{0};  // failed writes (SSD full, I/O error)
+  // Device time of the SSD tier (zero for RAM), for the profiler's SSD bandwidths: bytes of
+  // successful entry reads and writes, and the wall time of each from open to the last byte
+  // (the write to its rename), summed over every thread.
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> read_ns{0};
+  std::atomic<uint64_t> write_bytes{0};
+  std::atomic<uint64_t> write_ns{0};
 };
 
 // A fixed-bucket latency histogram: one relaxed atomic per bucket, so recording from many
@@ -45,7 +53,22 @@ struct SourceCounters {
   LatencyHistogram read_latency;          // per successful read
 };
 
+// The FUSE adaptor's read replies (fuse_reply_iov: the kernel copies the bytes into the reader's
+// buffer during the call), filled by the sessions of the data views for the profiler's copy
+// bandwidth. Here rather than in fuse/ so the core reads it without knowing FUSE.
+struct ReplyCounters {
+  std::atomic<uint64_t> replies{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> ns{0};  // wall time inside the reply calls, summed over threads
+};
+
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 inline uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+
+// Monotonic nanoseconds, for timing an operation into the counters above.
+inline uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 }  // namespace prepfs

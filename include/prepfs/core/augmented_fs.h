@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "prepfs/common/stats.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
 #include "prepfs/core/open_snapshots.h"
@@ -17,6 +18,10 @@
 #include "prepfs/core/tree.h"
 
 namespace prepfs {
+
+struct AugmentedFsCounters {
+  std::atomic<uint64_t> opens{0};  // samples requested from augmented/ (the profiler's request mix)
+};
 
 class AugmentedFs final : public Filesystem {
  public:
@@ -31,6 +36,8 @@ class AugmentedFs final : public Filesystem {
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override;
 
+  const AugmentedFsCounters& counters() const { return counters_; }
+
  private:
   uint32_t node_of(uint64_t ino) const;
   Attr attr(uint32_t node) const;
@@ -42,6 +49,7 @@ class AugmentedFs final : public Filesystem {
   double timeout_;
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
   OpenSnapshots open_;
+  AugmentedFsCounters counters_;
 };
 
 }  // namespace prepfs

@@ -17,6 +17,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
+#include "prepfs/core/placer.h"
 #include "prepfs/core/sample_renderer.h"
 #include "prepfs/core/tree.h"
 #include "prepfs/source/source.h"
@@ -34,6 +35,10 @@ struct DataFsCounters {
   std::atomic<uint64_t> read_errors{0};
   std::atomic<uint64_t> revalidations{0};
   std::atomic<uint64_t> changed_files{0};
+  // Samples requested per view (the profiler's request mix): reads at offset 0 of an image file.
+  // raw/ counts only what reaches the daemon: a read the page cache answers is not seen.
+  std::atomic<uint64_t> raw_samples{0};
+  std::atomic<uint64_t> decoded_samples{0};
 };
 
 class DataFs final : public Filesystem {
@@ -62,6 +67,9 @@ class DataFs final : public Filesystem {
   // source file changed. The FUSE adaptor forwards them to the kernel asynchronously.
   void set_invalidator(std::function<void(uint64_t ino)> fn) { invalidate_ = std::move(fn); }
 
+  // The partition's placement decides where raw chunks of images are kept (null: everywhere).
+  void set_placer(const Placer* placer) { placer_ = placer; }
+
   const Tree& tree() const { return tree_; }
   const DataFsCounters& counters() const { return counters_; }
   enum View : uint64_t { kRaw = 1, kDecoded = 2 };
@@ -82,6 +90,7 @@ class DataFs final : public Filesystem {
   Tree& tree_;  // owned by the mount; revalidation updates file versions
   TierManager& cache_;
   SampleRenderer* renderer_;
+  const Placer* placer_ = nullptr;
   std::unique_ptr<ImageNames> names_;
   DataFsConfig cfg_;
   DataFsCounters counters_;

@@ -11,6 +11,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/stats.h"
 #include "prepfs/core/data_fs.h"
+#include "prepfs/core/profiler.h"
 #include "prepfs/core/sample_renderer.h"
 #include "prepfs/source/source.h"
 
@@ -36,7 +37,8 @@ class PromText {
 
 std::string escape_label_value(std::string_view v);
 
-// Everything the daemon counts, as Prometheus text. renderer may be null.
-std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer);
+// Everything the daemon counts, as Prometheus text. renderer and profiler may be null.
+std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
+                           const Profiler* profiler = nullptr);
 
 }  // namespace prepfs

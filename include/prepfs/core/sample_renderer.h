@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "prepfs/cache/tier_manager.h"
+#include "prepfs/core/placer.h"
 #include "prepfs/core/tree.h"
 #include "prepfs/source/source.h"
 #include "prepfs/transform/augment.h"
@@ -53,6 +54,10 @@ class SampleRenderer {
   // Frees a variant that will not be served again (aug_reuse reached).
   void forget_augmented(uint32_t node, uint32_t variant);
 
+  // The partition's placement decides which forms of which samples are kept, and where (null:
+  // every render and every fetched chunk is kept in both tiers).
+  void set_placer(const Placer* placer) { placer_ = placer; }
+
   const RenderConfig& config() const { return cfg_; }
   const RenderCounters& counters() const { return counters_; }
 
@@ -63,9 +68,14 @@ class SampleRenderer {
   ChunkRef transform(uint32_t node, std::atomic<uint64_t>& cpu_bucket, F&& body);
   void check_limits(uint32_t node) const;
 
+  Admission admission(uint32_t node, Form form) const {
+    return placer_ ? placer_->admission(node, form) : Admission{};
+  }
+
   Source& source_;
   const Tree& tree_;
   TierManager& cache_;
+  const Placer* placer_ = nullptr;
   RenderConfig cfg_;
   uint64_t decoded_hash_;
   uint64_t augmented_hash_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "prepfs/common/stats.h"
 #include "prepfs/core/filesystem.h"
 
 struct fuse_session;
@@ -26,6 +27,7 @@ struct SessionConfig {
   bool read_only = true;           // false only for the control session (its writable command files)
   bool exit_on_unmount = false;    // unmounted from outside (umount -R): SIGTERM the daemon
   double negative_timeout = 0;     // how long the kernel may remember that a name does not exist
+  ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the mount)
 };
 
 class FuseSession {

@@ -27,6 +27,11 @@ struct Plan {
 // Fill RAM, then SSD, with form f only (the single-form alternatives).
 Placement single_form(const Inputs& in, Form f);
 
+// A fixed partition (partition=fixed:...): shares[t][f] of tier t's budget hold form f, so
+// n(f,t) = floor(share * budget / S_f); RAM first, then SSD, forms in order raw, decoded,
+// augmented, until N samples are placed (each sample in at most one (form, tier)).
+Placement fixed_placement(const Inputs& in, const std::array<std::array<double, kForms>, kTiers>& shares);
+
 // The LP's optimum: among optimal placements, the one with the fewest bytes on SSD, then the
 // fewest in RAM (so nothing is cached, and no SSD write is spent, when caching cannot help).
 // Fractional counts; solve() rounds.

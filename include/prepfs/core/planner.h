@@ -1,0 +1,76 @@
+// partition=auto and partition=fixed at run time: turns the model's placement into what the cache
+// admits (Placer) and how much of each tier each form may hold (TierManager quotas), re-plans when
+// the measured inputs drift, and reports the plan (.prepfs/plan, .prepfs/plan.json).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/core/placer.h"
+#include "prepfs/model/inputs.h"
+#include "prepfs/model/solver.h"
+
+namespace prepfs {
+
+struct PlannerConfig {
+  bool fixed = false;  // partition=fixed: enforce fixed_shares instead of solving
+  std::array<std::array<double, model::kForms>, model::kTiers> fixed_shares{};  // [tier][form]
+  // Re-plan when an input moved by more than this (relative), at most once per min_interval.
+  double drift_threshold = 0.3;
+  std::chrono::milliseconds min_interval{5000};
+  // A new plan replaces the enforced one only when it predicts at least this much more
+  // throughput with the new inputs: vertex solutions can jump between near-equal placements on
+  // small input noise, and every move costs refills.
+  double min_gain = 0.03;
+  // Plans use this share of each budget: entry sizes vary around their means, and the quotas
+  // (plan bytes / headroom) must hold what the hash assignment actually picks.
+  double headroom = 0.95;
+  // Bytes of files that are not samples (labels, metadata), always admitted as raw: the raw
+  // quotas leave room for them.
+  double other_bytes = 0;
+};
+
+class Planner {
+ public:
+  // inputs(notes) returns the measured model inputs (priors stated in *notes where unmeasured).
+  using InputsFn = std::function<model::Inputs(std::string* notes)>;
+  Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache);
+
+  // Plans now, whatever the drift (at mount).
+  void plan_now(const std::string& reason);
+  // Called periodically: re-plans when the inputs drifted past the threshold.
+  void on_tick();
+
+  std::string report_text();
+  std::string report_json();
+
+  struct Status {
+    uint64_t plans = 0;        // plans computed (the first one included)
+    uint64_t moves = 0;        // plans that changed the enforced placement
+    std::string last_reason;
+    model::Placement enforced;
+  };
+  Status status() const;
+
+ private:
+  model::Inputs planning_inputs(const model::Inputs& measured) const;  // budgets x headroom
+  void enforce(const model::Placement& p, const model::Inputs& planning);
+  void replan_locked(const model::Inputs& measured, const std::string& reason);
+
+  PlannerConfig cfg_;
+  InputsFn inputs_;
+  Placer& placer_;
+  TierManager& cache_;
+  mutable std::mutex mu_;
+  model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
+  model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)
+  model::Placement enforced_;
+  Status status_;
+  std::chrono::steady_clock::time_point last_plan_{};
+};
+
+}  // namespace prepfs

@@ -1,0 +1,174 @@
+#include "prepfs/core/planner.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "prepfs/model/drift.h"
+
+namespace prepfs {
+namespace {
+
+std::string placement_text(const model::Placement& p) {
+  std::string s;
+  for (model::Form f : model::kAllForms)
+    s += fmt::format("{}{} {:.0f}/{:.0f}", s.empty() ? "" : ", ", model::form_name(f), p.at(f, model::Tier::kRam),
+                     p.at(f, model::Tier::kSsd));
+  return s + " (ram/ssd)";
+}
+
+std::string placement_json(const model::Placement& p) {
+  std::string s = "{";
+  for (model::Form f : model::kAllForms)
+    s += fmt::format(R"({}"{}": {{"ram": {:.0f}, "ssd": {:.0f}}})", f == model::Form::kRaw ? "" : ", ",
+                     model::form_name(f), p.at(f, model::Tier::kRam), p.at(f, model::Tier::kSsd));
+  return s + "}";
+}
+
+// JSON has no infinity: an unconstrained rate is null.
+std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+
+}  // namespace
+
+Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache)
+    : cfg_(cfg), inputs_(std::move(inputs)), placer_(placer), cache_(cache) {}
+
+model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
+  model::Inputs in = measured;
+  in.ram_capacity = std::max(0.0, measured.ram_capacity * cfg_.headroom - cfg_.other_bytes);
+  in.ssd_capacity = std::max(0.0, measured.ssd_capacity * cfg_.headroom - cfg_.other_bytes);
+  return in;
+}
+
+void Planner::enforce(const model::Placement& p, const model::Inputs& planning) {
+  enforced_ = p;
+  // No images, no samples: nothing to partition, every file is cached as read.
+  if (planning.samples <= 0) return;
+  placer_.set(p, planning.samples);
+  std::array<std::array<double, kFormCount>, model::kTiers> shares{};
+  for (model::Tier t : model::kAllTiers) {
+    const double budget = t == model::Tier::kRam ? cache_.ram().budget() : (cache_.ssd() ? cache_.ssd()->budget() : 0);
+    if (budget <= 0) continue;
+    for (model::Form f : model::kAllForms) {
+      double bytes = p.at(f, t) * planning.size_of(f) / cfg_.headroom;
+      // Room for the files that are not samples, with the SSD's 64-byte header per chunk.
+      if (f == model::Form::kRaw) bytes += cfg_.other_bytes * 1.01 + 65536;
+      shares[size_t(t)][size_t(f)] = std::min(1.0, bytes / budget);
+    }
+  }
+  cache_.set_partition(shares[0], shares[1]);
+}
+
+void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {
+  const model::Inputs planning = planning_inputs(measured);
+  plan_ = model::solve(planning);
+  planned_ = measured;
+  last_plan_ = std::chrono::steady_clock::now();
+  status_.plans++;
+  status_.last_reason = reason;
+  model::Placement next = cfg_.fixed ? model::fixed_placement(planning, cfg_.fixed_shares) : plan_.placement;
+  const bool first = status_.plans == 1;
+  if (!first && !cfg_.fixed) {
+    // Keep the enforced placement unless the new one is clearly better under the new inputs.
+    const double now = model::predict(planning, enforced_).throughput;
+    const double better = model::predict(planning, next).throughput;
+    if (!(better > now * (1 + cfg_.min_gain))) {
+      spdlog::info("partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
+                   "the current {:.1f}",
+                   reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
+      return;
+    }
+  }
+  if (first || next.n != enforced_.n) {
+    if (!first) status_.moves++;
+    enforce(next, planning);
+  }
+  spdlog::info("partition ({}): {}: {}, predicted {:.1f} samples/s, bound by {}", cfg_.fixed ? "fixed" : "auto", reason,
+               placement_text(enforced_), model::predict(planning, enforced_).throughput,
+               model::resource_name(model::predict(planning, enforced_).binding));
+}
+
+void Planner::plan_now(const std::string& reason) {
+  model::Inputs measured = inputs_(nullptr);
+  std::lock_guard lock(mu_);
+  replan_locked(measured, reason);
+}
+
+void Planner::on_tick() {
+  model::Inputs measured = inputs_(nullptr);
+  std::lock_guard lock(mu_);
+  // The plan made at mount stands on priors: replace it as soon as measurements differ; after
+  // that, at most one plan per min_interval.
+  if (status_.plans > 1 && std::chrono::steady_clock::now() - last_plan_ < cfg_.min_interval) return;
+  model::Drift d = model::detect_drift(planned_, measured, cfg_.drift_threshold);
+  if (status_.plans > 0 && !d.drifted) return;
+  replan_locked(measured, status_.plans == 0 ? std::string("first plan")
+                                             : fmt::format("{} changed by {:.0f}%", d.input, d.change * 100));
+}
+
+Planner::Status Planner::status() const {
+  std::lock_guard lock(mu_);
+  Status s = status_;
+  s.enforced = enforced_;
+  return s;
+}
+
+std::string Planner::report_text() {
+  std::string notes;
+  const model::Inputs measured = inputs_(&notes);
+  std::lock_guard lock(mu_);
+  const model::Inputs now = planning_inputs(measured);
+  model::Plan shown = model::solve(now);  // what auto would choose with today's inputs
+  std::string head;
+  if (cfg_.fixed) {
+    shown.placement = enforced_;
+    shown.prediction = model::predict(now, enforced_);
+    shown.caching_helps = true;  // the user's choice: "cannot help" would describe the optimum, not it
+    head = "prepfs plan: partition=fixed (enforced as below; `partition=auto` would choose " +
+           placement_text(model::solve(now).placement) + ")\n";
+  } else {
+    shown.placement = enforced_;
+    shown.prediction = model::predict(now, enforced_);
+    head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s); last: {}\n", status_.plans, status_.moves,
+                       status_.last_reason);
+  }
+  return head + fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
+         model::explain(now, shown) + (notes.empty() ? "" : "\nAssumptions about inputs:\n" + notes);
+}
+
+std::string Planner::report_json() {
+  std::string notes;
+  const model::Inputs measured = inputs_(&notes);
+  std::lock_guard lock(mu_);
+  const model::Inputs now = planning_inputs(measured);
+  const model::Plan optimal = model::solve(now);
+  const model::Prediction pr = model::predict(now, enforced_);
+  std::string inputs = "{";
+  for (const model::NamedInput& n : model::named_inputs(measured))
+    inputs += fmt::format(R"({}"{}": {})", inputs.size() > 1 ? ", " : "", n.name, number(n.value));
+  inputs += fmt::format(R"(, "view": "{}"}})", model::form_name(measured.view));
+  std::string rates = "{";
+  for (size_t r = 0; r < model::kResources; r++)
+    rates += fmt::format(R"({}"{}": {})", r ? ", " : "", model::resource_name(static_cast<model::Resource>(r)),
+                         number(pr.rate[r]));
+  rates += "}";
+  std::string alts = "{";
+  for (const model::Alternative& a : optimal.alternatives)
+    alts += fmt::format(R"({}"{}": {})", alts.size() > 1 ? ", " : "", a.name, number(a.prediction.throughput));
+  alts += "}";
+  return fmt::format(
+      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"last_reason\": \"{}\", \"headroom\": {},\n"
+      " \"inputs\": {},\n"
+      " \"placement\": {},\n"
+      " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
+      " \"alternatives\": {},\n"
+      " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
+      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.last_reason, cfg_.headroom, inputs,
+      placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates, alts,
+      placement_json(optimal.placement), number(optimal.prediction.throughput),
+      model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");
+}
+
+}  // namespace prepfs

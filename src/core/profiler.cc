@@ -1,0 +1,319 @@
+#include "prepfs/core/profiler.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace prepfs {
+namespace {
+
+// Counters only grow; a difference that would wrap (never expected) reads as nothing happened.
+uint64_t sub(uint64_t a, uint64_t b) { return a >= b ? a - b : 0; }
+
+double per_second(uint64_t bytes, double ns) { return ns > 0 ? double(bytes) / (ns / 1e9) : 0; }
+
+}  // namespace
+
+Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
+  Snapshot d;
+  d.src_reads = sub(src_reads, o.src_reads);
+  d.src_bytes = sub(src_bytes, o.src_bytes);
+  d.src_ns = sub(src_ns, o.src_ns);
+  d.ssd_read_bytes = sub(ssd_read_bytes, o.ssd_read_bytes);
+  d.ssd_read_ns = sub(ssd_read_ns, o.ssd_read_ns);
+  d.ssd_write_bytes = sub(ssd_write_bytes, o.ssd_write_bytes);
+  d.ssd_write_ns = sub(ssd_write_ns, o.ssd_write_ns);
+  d.decoded = sub(decoded, o.decoded);
+  d.decode_ns = sub(decode_ns, o.decode_ns);
+  d.augmented = sub(augmented, o.augmented);
+  d.from_decoded = sub(from_decoded, o.from_decoded);
+  d.augment_ns = sub(augment_ns, o.augment_ns);
+  d.augment_from_decoded_ns = sub(augment_from_decoded_ns, o.augment_from_decoded_ns);
+  d.reply_bytes = sub(reply_bytes, o.reply_bytes);
+  d.reply_ns = sub(reply_ns, o.reply_ns);
+  for (size_t f = 0; f < model::kForms; f++) d.view_samples[f] = sub(view_samples[f], o.view_samples[f]);
+  return d;
+}
+
+Profiler::Profiler(const ProfilerSources& s, ProfilerConfig cfg)
+    : src_(s), cfg_(cfg), last_tick_(std::chrono::steady_clock::now()) {
+  for (model::Ewma* e : {&src_latency_, &src_in_flight_, &src_stream_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
+                         &c_dec_, &c_aug_jpeg_, &c_aug_dec_, &copy_call_bw_})
+    *e = model::Ewma(cfg_.alpha);
+  for (model::Ewma& e : view_share_) e = model::Ewma(cfg_.alpha);
+  last_ = read_counters();  // the first window starts now, not at the mount's first byte
+  refresh_sizes();
+}
+
+Profiler::~Profiler() { stop(); }
+
+Profiler::Snapshot Profiler::read_counters() const {
+  Snapshot s;
+  const SourceCounters& sc = src_.source.counters();
+  s.src_reads = load(sc.reads);
+  s.src_bytes = load(sc.bytes);
+  s.src_ns = load(sc.read_ns);
+  const TierCounters& ssd = src_.cache.counters().ssd;
+  s.ssd_read_bytes = load(ssd.read_bytes);
+  s.ssd_read_ns = load(ssd.read_ns);
+  s.ssd_write_bytes = load(ssd.write_bytes);
+  s.ssd_write_ns = load(ssd.write_ns);
+  const RenderCounters& rc = src_.renderer.counters();
+  s.decoded = load(rc.decoded);
+  s.decode_ns = load(rc.decode_cpu_ns);
+  s.augmented = load(rc.augmented);
+  s.from_decoded = load(rc.from_decoded);
+  s.augment_ns = load(rc.augment_cpu_ns);
+  s.augment_from_decoded_ns = load(rc.augment_from_decoded_cpu_ns);
+  s.reply_bytes = load(src_.replies.bytes);
+  s.reply_ns = load(src_.replies.ns);
+  s.view_samples = {load(src_.data_fs.raw_samples), load(src_.data_fs.decoded_samples),
+                    load(src_.augmented_fs.opens)};
+  return s;
+}
+
+// Sizes are properties of the tree rather than measurements: exact means, recomputed now and then
+// because revalidation may change a file.
+void Profiler::refresh_sizes() {
+  double n = 0, raw = 0, decoded = 0, augmented = 0;
+  const Tree& t = src_.tree;
+  for (uint32_t id = 0; id < t.size(); id++) {
+    if (!S_ISREG(t.node(id).mode) || !t.dims(id).is_image()) continue;
+    // A header claiming more than max_pixels is refused (EIO) and never cached: counting its
+    // decoded size would let one such file make the mean decoded sample look gigabytes large.
+    const ImageDims d = t.dims(id);
+    if (uint64_t(d.width) * d.height > src_.renderer.config().augment.limits.max_pixels) continue;
+    n++;
+    raw += double(t.version(id).size);
+    decoded += double(src_.renderer.decoded_size(id));
+    augmented += double(src_.renderer.augmented_size(id));
+  }
+  std::lock_guard lock(mu_);
+  samples_ = n;
+  size_ = n > 0 ? std::array<double, model::kForms>{raw / n, decoded / n, augmented / n}
+                : std::array<double, model::kForms>{};
+}
+
+void Profiler::tick() {
+  auto now = std::chrono::steady_clock::now();
+  std::chrono::nanoseconds wall;
+  {
+    std::lock_guard lock(mu_);
+    wall = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_tick_);
+    last_tick_ = now;
+  }
+  tick_window(wall);
+}
+
+void Profiler::tick_window(std::chrono::nanoseconds wall) {
+  bool refresh;
+  {
+    std::lock_guard lock(mu_);
+    Snapshot now = read_counters();
+    Snapshot d = now - last_;
+    last_ = now;
+    double wall_ns = double(wall.count());
+    update_source(d, wall_ns);
+    update_ssd(d, wall_ns);
+    update_cpu(d);
+    update_copy(d);
+    update_views(d);
+    ticks_++;
+    refresh = cfg_.size_refresh_ticks > 0 && ticks_ % cfg_.size_refresh_ticks == 0;
+  }
+  if (refresh) refresh_sizes();
+}
+
+// Latency and concurrency only from windows with reads: they describe the source while in use.
+// The peak is updated every window so that it decays while the source is idle.
+void Profiler::update_source(const Snapshot& d, double wall_ns) {
+  src_peak_bw_.update(wall_ns > 0 ? per_second(d.src_bytes, wall_ns) : 0, cfg_.peak_decay);
+  if (d.src_reads == 0 || d.src_ns == 0) return;
+  src_latency_.update(double(d.src_ns) / 1e9 / double(d.src_reads));
+  if (wall_ns > 0) src_in_flight_.update(double(d.src_ns) / wall_ns);
+  src_stream_bw_.update(per_second(d.src_bytes, double(d.src_ns)));
+}
+
+void Profiler::update_ssd(const Snapshot& d, double wall_ns) {
+  ssd_read_peak_bw_.update(wall_ns > 0 ? per_second(d.ssd_read_bytes, wall_ns) : 0, cfg_.peak_decay);
+  if (d.ssd_read_bytes > 0 && d.ssd_read_ns > 0)
+    ssd_read_stream_bw_.update(per_second(d.ssd_read_bytes, double(d.ssd_read_ns)));
+  if (d.ssd_write_bytes > 0 && d.ssd_write_ns > 0)
+    ssd_write_bw_.update(per_second(d.ssd_write_bytes, double(d.ssd_write_ns)));
+}
+
+// A render's count is bumped just before its CPU time, so a window may hold one without the
+// other; requiring both skips such a window rather than averaging in a zero.
+void Profiler::update_cpu(const Snapshot& d) {
+  auto mean = [](model::Ewma& e, uint64_t ns, uint64_t count) {
+    if (count > 0 && ns > 0) e.update(double(ns) / 1e9 / double(count));
+  };
+  mean(c_dec_, d.decode_ns, d.decoded);
+  mean(c_aug_jpeg_, d.augment_ns, sub(d.augmented, d.from_decoded));
+  mean(c_aug_dec_, d.augment_from_decoded_ns, d.from_decoded);
+}
+
+void Profiler::update_copy(const Snapshot& d) {
+  if (d.reply_bytes > 0 && d.reply_ns > 0) copy_call_bw_.update(per_second(d.reply_bytes, double(d.reply_ns)));
+}
+
+void Profiler::update_views(const Snapshot& d) {
+  uint64_t total = 0;
+  for (uint64_t n : d.view_samples) total += n;
+  if (total == 0) return;  // an idle window says nothing about the mix
+  for (size_t f = 0; f < model::kForms; f++) view_share_[f].update(double(d.view_samples[f]) / double(total));
+}
+
+Profile Profiler::profile() const {
+  std::lock_guard lock(mu_);
+  Profile p;
+  p.ticks = ticks_;
+  p.samples = samples_;
+  p.size = size_;
+  p.ram_capacity = double(src_.cache.ram().budget());
+  SsdTier* ssd = src_.cache.ssd();
+  p.ssd_capacity = ssd ? double(ssd->budget()) : 0;
+  p.aug_reuse = src_.aug_reuse;
+  p.cores = src_.renderer.config().cpu;
+  auto prior = [&](const char* input, std::string text) { p.notes.push_back({input, std::move(text), true}); };
+
+  p.src_concurrency = src_.fuse_threads;
+  if (src_latency_.has_value()) {
+    p.src_latency = src_latency_.value();
+    p.src_concurrency_in_use = src_in_flight_.value();
+    p.src_stream_bw = src_stream_bw_.value();
+    p.src_peak_bw = src_peak_bw_.value;
+    p.src_bandwidth = std::max(p.src_stream_bw, p.src_peak_bw);
+  } else {
+    p.src_latency = ProfilerPriors::kSrcLatency;
+    p.src_bandwidth = ProfilerPriors::kSrcBandwidth;
+    prior("src_latency", "prior 2 ms per request (remote storage; nothing read from the source yet)");
+    prior("src_bandwidth", "prior 100 MB/s (remote storage; nothing read from the source yet)");
+  }
+
+  if (ssd_read_stream_bw_.has_value()) {
+    p.ssd_read_stream_bw = ssd_read_stream_bw_.value();
+    p.ssd_read_peak_bw = ssd_read_peak_bw_.value;
+    p.ssd_read_bw = std::max(p.ssd_read_stream_bw, p.ssd_read_peak_bw);
+  } else if (ssd) {
+    p.ssd_read_bw = ProfilerPriors::kSsdRead;
+    prior("ssd_read_bw", "prior 500 MB/s (nothing read from the SSD tier yet)");
+  }
+  if (ssd_write_bw_.has_value()) {
+    p.ssd_write_bw = ssd_write_bw_.value();
+  } else if (ssd) {
+    p.ssd_write_bw = ProfilerPriors::kSsdWrite;
+    prior("ssd_write_bw", "prior 300 MB/s (nothing written to the SSD tier yet)");
+  }
+
+  double dec = c_dec_.value(), aug_jpeg = c_aug_jpeg_.value(), aug_dec = c_aug_dec_.value();
+  if (!c_dec_.has_value() && c_aug_jpeg_.has_value()) {
+    dec = ProfilerPriors::kDecodeShareOfAugment * aug_jpeg;
+    prior("c_dec", "prior 0.6 x the measured augment-from-JPEG cost (nothing decoded yet)");
+  } else if (!c_dec_.has_value()) {
+    dec = ProfilerPriors::kDecode;
+    prior("c_dec", "prior 1.3 ms (nothing decoded yet)");
+  }
+  if (!c_aug_jpeg_.has_value()) {
+    aug_jpeg = dec / ProfilerPriors::kDecodeShareOfAugment;
+    prior("c_aug", "prior c_dec + c_aug = c_dec / 0.6 (nothing augmented from JPEG yet)");
+  }
+  if (!c_aug_dec_.has_value()) {
+    aug_dec = ProfilerPriors::kAugmentFromDecodedShare * aug_jpeg;
+    prior("c_aug_from_decoded", "prior 0.45 x the augment-from-JPEG cost (nothing augmented from pixels yet)");
+  }
+  p.c_dec = dec;
+  p.c_aug_from_jpeg = aug_jpeg;
+  // Not floored at 0: with DCT scaling an augmented render decodes at reduced size and can cost
+  // less than a decoded/ render (full decode + encode). The model only uses c_dec + c_aug (the
+  // augmented miss, measured as such) and c_dec alone (the decoded/ miss), so both stay exact.
+  p.c_aug = aug_jpeg - dec;
+  p.c_aug_from_decoded = aug_dec;
+
+  if (copy_call_bw_.has_value()) {
+    p.copy_call_bw = copy_call_bw_.value();
+    p.copy_bw = p.copy_call_bw * p.cores;
+  } else {
+    p.copy_call_bw = ProfilerPriors::kCopyPerCore;
+    p.copy_bw = p.copy_call_bw * p.cores;
+    prior("copy_bw", "prior 2 GB/s per core (no read replied yet)");
+  }
+
+  size_t best = 0;
+  for (size_t f = 0; f < model::kForms; f++) {
+    p.view_share[f] = view_share_[f].value();
+    if (p.view_share[f] > p.view_share[best]) best = f;
+  }
+  p.view = view_share_[0].has_value() ? model::kAllForms[best] : model::Form::kRaw;
+  return p;
+}
+
+model::Inputs Profile::inputs() const {
+  model::Inputs in;
+  in.size = size;
+  in.samples = samples;
+  in.ram_capacity = ram_capacity;
+  in.ssd_capacity = ssd_capacity;
+  in.src_bandwidth = src_bandwidth;
+  in.src_latency = src_latency;
+  in.src_concurrency = src_concurrency;
+  in.ssd_read_bw = ssd_read_bw;
+  in.ssd_write_bw = ssd_write_bw;
+  in.c_dec = c_dec;
+  in.c_aug = c_aug;
+  in.c_aug_from_decoded = c_aug_from_decoded;
+  in.cores = cores;
+  in.copy_bw = copy_bw;
+  in.view = view;
+  in.aug_reuse = aug_reuse;
+  return in;
+}
+
+void Profiler::on_tick(std::function<void()> fn) {
+  std::lock_guard lock(cb_mu_);
+  callbacks_.push_back(std::move(fn));
+}
+
+void Profiler::start(std::chrono::milliseconds period) {
+  std::lock_guard lock(run_mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this, period] { run(period); });
+}
+
+void Profiler::stop() {
+  {
+    std::lock_guard lock(run_mu_);
+    stopping_ = true;
+  }
+  run_cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void Profiler::run(std::chrono::milliseconds period) {
+  std::unique_lock lock(run_mu_);
+  while (!run_cv_.wait_for(lock, period, [&] { return stopping_; })) {
+    lock.unlock();
+    tick();
+    std::vector<std::function<void()>> fns;
+    {
+      std::lock_guard cb_lock(cb_mu_);
+      fns = callbacks_;
+    }
+    for (const auto& fn : fns) {
+      try {
+        fn();
+      } catch (const std::exception& e) {  // a failed re-plan must not stop the measurements
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_failure_log_ >= std::chrono::minutes(1)) {  // a failure per tick: log a few
+          spdlog::warn("profiler: a tick callback failed: {}", e.what());
+          last_failure_log_ = now;
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace prepfs

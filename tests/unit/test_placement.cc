@@ -1,0 +1,297 @@
+// partition enforcement: the placer's hash intervals, fixed placements, admission through the
+// tiers, and the planner's plans, quotas and drift handling (docs/MODEL.md, "Enforcement").
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/core/placer.h"
+#include "prepfs/core/planner.h"
+#include "prepfs/core/raw_chunk.h"
+#include "prepfs/core/tree.h"
+#include "prepfs/model/solver.h"
+#include "prepfs/source/posix_source.h"
+#include "temp_dir.h"
+
+using namespace prepfs;
+using model::Tier;
+namespace m = prepfs::model;
+
+namespace {
+
+// A tree of n "images" (dims set by hand: the placer only asks whether a file is an image) and
+// one label file that is not.
+struct Dataset {
+  test::TempDir dir;
+  std::unique_ptr<PosixSource> source;
+  std::unique_ptr<Tree> tree;
+  std::vector<uint32_t> images;
+  uint32_t labels = 0;
+
+  explicit Dataset(int n) {
+    for (int i = 0; i < n; i++) dir.write("src/img" + std::to_string(i) + ".jpg", test::pattern(1000 + i, i));
+    dir.write("src/labels.csv", "a,b\n");
+    source = std::make_unique<PosixSource>(dir / "src");
+    tree = std::make_unique<Tree>(Tree::scan(*source));
+    std::vector<ImageDims> dims(tree->size());
+    for (uint32_t id = 0; id < tree->size(); id++) {
+      if (tree->is_dir(id)) continue;
+      if (tree->path(id) == "labels.csv") {
+        labels = id;
+        continue;
+      }
+      dims[id] = ImageDims{64, 48};
+      images.push_back(id);
+    }
+    tree->set_all_dims(std::move(dims));
+  }
+};
+
+m::Placement placement(double raw_ram, double dec_ram, double aug_ram, double raw_ssd, double dec_ssd, double aug_ssd) {
+  m::Placement p;
+  p.n = {{{raw_ram, raw_ssd}, {dec_ram, dec_ssd}, {aug_ram, aug_ssd}}};
+  return p;
+}
+
+}  // namespace
+
+TEST(Placer, IntervalsGiveEachSampleAtMostOneSlotInTheRightProportions) {
+  Tree empty;
+  Placer placer(empty);
+  const double n = 100000;
+  placer.set(placement(10000, 20000, 5000, 30000, 0, 15000), n);
+  std::map<std::pair<int, int>, int> count;
+  int none = 0;
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < n; i++) {
+    auto s = placer.slot_of(Placer::sample_hash("dir/" + std::to_string(rng())));
+    if (!s) none++;
+    else count[{int(s->form), int(s->tier)}]++;
+  }
+  // Binomial spread on 100k draws: within 1.5% of n of the planned counts.
+  auto near = [&](int got, double want) { EXPECT_NEAR(got, want, 1500) << want; };
+  near(count[{0, 0}], 10000);
+  near(count[{1, 0}], 20000);
+  near(count[{2, 0}], 5000);
+  near(count[{0, 1}], 30000);
+  near(count[{1, 1}], 0);
+  near(count[{2, 1}], 15000);
+  near(none, 20000);
+}
+
+TEST(Placer, EmptyAndFullPlans) {
+  Tree empty;
+  Placer placer(empty);
+  placer.set(m::Placement{}, 100);
+  for (uint64_t h : {uint64_t(0), uint64_t(1) << 63, UINT64_MAX - 1}) EXPECT_FALSE(placer.slot_of(h));
+  placer.set(placement(0, 100, 0, 0, 0, 0), 100);  // every sample decoded in RAM
+  for (uint64_t h : {uint64_t(0), uint64_t(1) << 63, UINT64_MAX - 1}) {
+    ASSERT_TRUE(placer.slot_of(h));
+    EXPECT_EQ(placer.slot_of(h)->form, Form::decoded);
+    EXPECT_EQ(placer.slot_of(h)->tier, Tier::kRam);
+  }
+}
+
+TEST(Placer, AGrowingShareMovesOnlyTheSamplesAtTheBoundaries) {
+  Tree empty;
+  Placer a(empty), b(empty);
+  a.set(placement(0, 0, 0, 500, 0, 0), 1000);
+  b.set(placement(0, 0, 0, 550, 0, 0), 1000);
+  int moved = 0;
+  for (int i = 0; i < 20000; i++) {
+    uint64_t h = Placer::sample_hash(std::to_string(i));
+    auto sa = a.slot_of(h), sb = b.slot_of(h);
+    if (bool(sa) != bool(sb)) {
+      moved++;
+    } else if (sa) {
+      EXPECT_EQ(sa->form, sb->form);
+    }
+  }
+  EXPECT_NEAR(moved, 1000, 250);  // 5% of samples change, not a reshuffle
+}
+
+TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
+  Dataset ds(200);
+  Placer placer(*ds.tree);
+  for (uint32_t id : ds.images) {  // before any plan: everywhere, as without a partition
+    Admission a = placer.admission(id, Form::raw);
+    EXPECT_TRUE(a.ram && a.ssd);
+  }
+  placer.set(placement(50, 0, 0, 0, 100, 0), double(ds.images.size()));
+  int raw_ram = 0, dec_ssd = 0, none = 0;
+  for (uint32_t id : ds.images) {
+    Admission raw = placer.admission(id, Form::raw), dec = placer.admission(id, Form::decoded),
+              aug = placer.admission(id, Form::augmented);
+    EXPECT_FALSE(aug.any());
+    EXPECT_FALSE(raw.any() && dec.any());  // at most one form per sample
+    EXPECT_FALSE(raw.ssd || dec.ram);
+    raw_ram += raw.ram;
+    dec_ssd += dec.ssd;
+    none += !raw.any() && !dec.any();
+  }
+  EXPECT_NEAR(raw_ram, 50, 20);
+  EXPECT_NEAR(dec_ssd, 100, 25);
+  EXPECT_EQ(raw_ram + dec_ssd + none, 200);
+  Admission labels = placer.admission(ds.labels, Form::raw);
+  EXPECT_TRUE(labels.ram && labels.ssd);
+}
+
+TEST(FixedPlacement, SharesOfEachTierRamFirstAtMostNSamples) {
+  m::Inputs in;
+  in.samples = 1000;
+  in.size = {100e3, 600e3, 150e3};
+  in.ram_capacity = 60e6;
+  in.ssd_capacity = 300e6;
+  // RAM: 50% raw (300 samples), 50% decoded (50); SSD: 100% raw, but only 650 samples are left.
+  m::Placement p = m::fixed_placement(in, {{{0.5, 0.5, 0}, {1, 0, 0}}});
+  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kRam), 300);
+  EXPECT_EQ(p.at(m::Form::kDecoded, Tier::kRam), 50);
+  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kSsd), 650);
+  EXPECT_EQ(p.total(), 1000);
+  EXPECT_TRUE(m::feasible(in, p));
+  m::Placement none = m::fixed_placement(in, {});
+  EXPECT_EQ(none.total(), 0);
+  // The single-form alternatives are the fixed placements of one form at 100%.
+  m::Placement all_dec = m::fixed_placement(in, {{{0, 1, 0}, {0, 1, 0}}});
+  EXPECT_EQ(all_dec.n, m::single_form(in, m::Form::kDecoded).n);
+}
+
+TEST(TierManagerAdmission, FillsGoOnlyWhereAdmitted) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  auto key = [](uint64_t i) { return CacheKey{i, i}; };
+  int fills = 0;
+  auto fill = [&] {
+    fills++;
+    auto c = Chunk::allocate(1000);
+    return ChunkRef(c);
+  };
+  tm.get_or_fill(key(1), Form::raw, fill, Admission{true, false});
+  tm.get_or_fill(key(2), Form::raw, fill, Admission{false, true});
+  tm.get_or_fill(key(3), Form::raw, fill, Admission::none());
+  tm.flush();
+  EXPECT_TRUE(tm.ram().contains(key(1)));
+  EXPECT_FALSE(tm.ssd()->contains(key(1)));
+  EXPECT_FALSE(tm.ram().contains(key(2)));  // an SSD entry is not promoted unless RAM is admitted
+  EXPECT_TRUE(tm.ssd()->contains(key(2)));
+  EXPECT_FALSE(tm.ram().contains(key(3)));
+  EXPECT_FALSE(tm.ssd()->contains(key(3)));
+  // Admitted nowhere, but the next requests for the same chunk (the kernel's next read of the
+  // same file) reuse it instead of fetching again.
+  tm.get_or_fill(key(3), Form::raw, fill, Admission::none());
+  EXPECT_EQ(fills, 3);
+  tm.get_or_fill(key(2), Form::raw, fill, Admission{false, true});  // SSD hit
+  EXPECT_EQ(fills, 3);
+  EXPECT_FALSE(tm.ram().contains(key(2)));
+  tm.erase(key(3));
+  tm.get_or_fill(key(3), Form::raw, fill, Admission::none());
+  EXPECT_EQ(fills, 4);
+}
+
+TEST(RawChunk, RendersOfUnplacedSamplesDoNotFillTheCache) {
+  Dataset ds(20);
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
+  Placer placer(*ds.tree);
+  placer.set(m::Placement{}, 20);  // nothing cached
+  for (uint32_t id : ds.images) {
+    std::string path = ds.tree->path(id);
+    ChunkRef c = raw_chunk(*ds.source, tm, path, ds.tree->version(id), 0, 1 << 20, placer.admission(id, Form::raw));
+    std::ifstream f(ds.dir / ("src/" + path), std::ios::binary);
+    std::string want((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(std::string(c->data(), c->size()), want);
+  }
+  EXPECT_EQ(tm.ram().entries(), 0u);
+}
+
+namespace {
+
+// The planner against a hand-made input: a slow source, fast CPU, RAM for a fifth of the raw bytes.
+struct PlannerRig {
+  Dataset ds{100};
+  test::TempDir dir;
+  TierManager tm{CacheConfig{2'000'000, 20'000'000, dir.path(), "lru"}};
+  Placer placer{*ds.tree};
+  m::Inputs in;
+  PlannerRig() {
+    in.samples = 100;
+    in.size = {100e3, 600e3, 150e3};
+    in.ram_capacity = 2e6;
+    in.ssd_capacity = 20e6;
+    in.src_bandwidth = 10e6;
+    in.src_latency = 5e-3;
+    in.src_concurrency = 4;
+    in.ssd_read_bw = 1e9;
+    in.ssd_write_bw = 1e9;
+    in.c_dec = 1e-3;
+    in.c_aug = 1e-3;
+    in.c_aug_from_decoded = 5e-4;
+    in.cores = 2;
+    in.view = m::Form::kAugmented;
+  }
+  Planner make(PlannerConfig cfg) {
+    cfg.min_interval = std::chrono::milliseconds(0);
+    return Planner(cfg, [this](std::string*) { return in; }, placer, tm);
+  }
+};
+
+}  // namespace
+
+TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  const m::Placement p = planner.status().enforced;
+  m::Inputs planning = rig.in;
+  planning.ram_capacity *= 0.95;
+  planning.ssd_capacity *= 0.95;
+  EXPECT_EQ(p.n, m::solve(planning).placement.n);
+  EXPECT_GT(p.total(), 0);  // the source binds: caching helps
+  EXPECT_TRUE(m::feasible(planning, p));
+  // Quotas: a form the plan does not place gets none of a tier.
+  for (m::Form f : m::kAllForms)
+    for (Tier t : m::kAllTiers)
+      if (p.at(f, t) == 0 && f != m::Form::kRaw) {
+        uint64_t quota = t == Tier::kRam ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
+        EXPECT_EQ(quota, 0u) << m::form_name(f) << " " << m::tier_name(t);
+      }
+  const std::string json = planner.report_json();
+  for (const char* key : {"\"mode\": \"auto\"", "\"placement\"", "\"predicted\"", "\"binding\"", "\"alternatives\"",
+                          "\"optimal\"", "\"src_latency\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
+}
+
+TEST(Planner, RePlansOnDriftOnlyAndKeepsAPlanThatIsStillAsGood) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  const m::Placement first = planner.status().enforced;
+  rig.in.c_dec *= 1.1;  // 10%: below the threshold
+  planner.on_tick();
+  EXPECT_EQ(planner.status().plans, 1u);
+  rig.in.src_bandwidth = 1e12;  // the source became fast: CPU binds, caching decoded pays
+  rig.in.src_latency = 1e-6;
+  planner.on_tick();
+  EXPECT_EQ(planner.status().plans, 2u);
+  EXPECT_EQ(planner.status().moves, 1u);
+  EXPECT_NE(planner.status().enforced.n, first.n);
+  planner.on_tick();  // no further drift: no new plan
+  EXPECT_EQ(planner.status().plans, 2u);
+}
+
+TEST(Planner, FixedEnforcesTheSharesAndReportsTheOptimum) {
+  PlannerRig rig;
+  PlannerConfig cfg;
+  cfg.fixed = true;
+  cfg.fixed_shares = {{{0, 1, 0}, {1, 0, 0}}};  // RAM decoded, SSD raw
+  Planner planner = rig.make(cfg);
+  planner.plan_now("test");
+  const m::Placement p = planner.status().enforced;
+  EXPECT_EQ(p.at(m::Form::kDecoded, Tier::kRam), 3);  // floor(1.9e6 / 600e3)
+  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kSsd), 97);
+  const std::string json = planner.report_json();
+  EXPECT_NE(json.find("\"mode\": \"fixed\""), std::string::npos) << json;
+  EXPECT_NE(planner.report_text().find("partition=fixed"), std::string::npos);
+}

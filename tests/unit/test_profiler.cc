@@ -1,0 +1,287 @@
+// The profiler: counters driven by hand, windows of a chosen wall time, EWMAs checked by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/core/profiler.h"
+#include "prepfs/core/sample_renderer.h"
+#include "prepfs/core/tree.h"
+#include "prepfs/source/posix_source.h"
+#include "temp_dir.h"
+
+namespace prepfs {
+namespace {
+
+using std::chrono::seconds;
+constexpr double kAlpha = 0.3;
+
+// A tree of two images (by their recorded dimensions) and one other file, and every layer the
+// profiler watches. The layers count their own work in a mount; here the test counts for them.
+struct Fixture {
+  test::TempDir d;
+  std::unique_ptr<PosixSource> source;
+  std::unique_ptr<Tree> tree;
+  std::unique_ptr<TierManager> cache;
+  std::unique_ptr<SampleRenderer> renderer;
+  DataFsCounters data_fs;
+  AugmentedFsCounters augmented_fs;
+  ReplyCounters replies;
+  std::unique_ptr<Profiler> profiler;
+
+  Fixture() {
+    d.write("src/a.jpg", std::string(1000, 'a'));
+    d.write("src/b.jpg", std::string(3000, 'b'));
+    d.write("src/notes.txt", "not an image");
+    source = std::make_unique<PosixSource>(d / "src");
+    tree = std::make_unique<Tree>(Tree::scan(*source));
+    std::vector<ImageDims> dims(tree->size());
+    dims[*tree->lookup(Tree::kRoot, "a.jpg")] = {640, 480};
+    dims[*tree->lookup(Tree::kRoot, "b.jpg")] = {320, 200};
+    tree->set_all_dims(std::move(dims));
+    cache = std::make_unique<TierManager>(CacheConfig{64 << 20, 32 << 20, d / "ssd", "lru"});
+    RenderConfig rc;
+    rc.spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+    rc.cpu = 4;
+    renderer = std::make_unique<SampleRenderer>(*source, *tree, *cache, rc);
+    profiler = std::make_unique<Profiler>(
+        ProfilerSources{*tree, *source, *cache, *renderer, data_fs, augmented_fs, replies, 64, 2});
+  }
+
+  SourceCounters& src() { return source->counters(); }
+  // The renderer and the SSD tier expose their counters read-only; they are plain atomics.
+  RenderCounters& render() { return const_cast<RenderCounters&>(renderer->counters()); }
+  TierCounters& ssd() { return const_cast<TierCounters&>(cache->counters().ssd); }
+  void tick() { profiler->tick_window(seconds(1)); }
+};
+
+bool has_note(const Profile& p, const std::string& input, bool prior) {
+  return std::any_of(p.notes.begin(), p.notes.end(),
+                     [&](const ProfileNote& n) { return n.input == input && n.prior == prior; });
+}
+
+double ewma(double first, double second) { return first + kAlpha * (second - first); }
+
+TEST(Profiler, SizesAndCapacitiesComeFromTheTreeAndTiers) {
+  Fixture f;
+  model::Inputs in = f.profiler->inputs();
+  EXPECT_EQ(in.samples, 2);
+  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kRaw), 2000);
+  uint32_t a = *f.tree->lookup(Tree::kRoot, "a.jpg"), b = *f.tree->lookup(Tree::kRoot, "b.jpg");
+  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kDecoded),
+                   double(f.renderer->decoded_size(a) + f.renderer->decoded_size(b)) / 2);
+  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kAugmented), double(f.renderer->augmented_size(a)));
+  EXPECT_EQ(in.ram_capacity, 64 << 20);
+  EXPECT_EQ(in.ssd_capacity, 32 << 20);
+  EXPECT_EQ(in.cores, 4);
+  EXPECT_EQ(in.src_concurrency, 64);
+  EXPECT_EQ(in.aug_reuse, 2);
+}
+
+TEST(Profiler, PriorsStandInForWhatWasNotMeasured) {
+  Fixture f;
+  f.tick();  // an idle window measures nothing
+  Profile p = f.profiler->profile();
+  model::Inputs in = p.inputs();
+  EXPECT_DOUBLE_EQ(in.src_latency, 2e-3);
+  EXPECT_DOUBLE_EQ(in.src_bandwidth, 100e6);
+  EXPECT_DOUBLE_EQ(in.c_dec, 1.3e-3);
+  EXPECT_DOUBLE_EQ(in.c_aug, 1.3e-3 / 0.6 - 1.3e-3);
+  EXPECT_DOUBLE_EQ(in.c_aug_from_decoded, 0.45 * 1.3e-3 / 0.6);
+  EXPECT_EQ(in.view, model::Form::kRaw) << "before any request";
+  // Never 0 (which the model reads as "free"): a stated prior until measured.
+  EXPECT_DOUBLE_EQ(in.ssd_read_bw, 500e6);
+  EXPECT_DOUBLE_EQ(in.ssd_write_bw, 300e6);
+  EXPECT_DOUBLE_EQ(in.copy_bw, 2e9 * in.cores);
+  for (const char* input : {"src_latency", "src_bandwidth", "c_dec", "c_aug", "c_aug_from_decoded", "ssd_read_bw",
+                            "ssd_write_bw", "copy_bw"})
+    EXPECT_TRUE(has_note(p, input, true)) << input;
+}
+
+TEST(Profiler, SourceLatencyAndConcurrencyAreEwmasOfEachWindow) {
+  Fixture f;
+  bump(f.src().reads, 10);
+  bump(f.src().read_ns, 20'000'000);  // 2 ms a read
+  bump(f.src().bytes, 1'000'000);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.src_latency, 2e-3);
+  EXPECT_DOUBLE_EQ(p.src_concurrency_in_use, 0.02);  // 20 ms of reads in 1 s of wall time
+  EXPECT_DOUBLE_EQ(p.src_stream_bw, 50e6);            // 1 MB in 20 ms of request time
+  EXPECT_DOUBLE_EQ(p.src_peak_bw, 1e6);               // 1 MB in 1 s of wall time
+  EXPECT_DOUBLE_EQ(p.src_bandwidth, 50e6);
+  EXPECT_FALSE(has_note(p, "src_latency", true));
+  EXPECT_FALSE(has_note(p, "src_bandwidth", true));
+
+  bump(f.src().reads, 10);
+  bump(f.src().read_ns, 40'000'000);  // 4 ms a read
+  bump(f.src().bytes, 1'000'000);
+  f.tick();
+  p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.src_latency, ewma(2e-3, 4e-3));
+  EXPECT_DOUBLE_EQ(p.src_concurrency_in_use, ewma(0.02, 0.04));
+
+  f.tick();  // idle: latency and concurrency describe the source in use, so they stay
+  Profile idle = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(idle.src_latency, p.src_latency);
+  EXPECT_DOUBLE_EQ(idle.src_concurrency_in_use, p.src_concurrency_in_use);
+  EXPECT_EQ(idle.inputs().src_concurrency, 64) << "the model is given the allowed concurrency";
+}
+
+TEST(Profiler, BandwidthIsAHeldPeakThatDecaysSlowly) {
+  Fixture f;
+  // 100 MB in one second with 10 s of request time: many requests in flight, each slow.
+  bump(f.src().reads, 100);
+  bump(f.src().read_ns, 10'000'000'000);
+  bump(f.src().bytes, 100'000'000);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.src_stream_bw, 10e6);
+  EXPECT_DOUBLE_EQ(p.src_bandwidth, 100e6);
+
+  f.tick();  // idle: the peak decays by 1%, no more
+  EXPECT_DOUBLE_EQ(f.profiler->profile().src_bandwidth, 99e6);
+
+  bump(f.src().reads, 50);
+  bump(f.src().read_ns, 5'000'000'000);
+  bump(f.src().bytes, 50'000'000);
+  f.tick();  // a lighter window does not lower the bound below the decayed peak
+  EXPECT_DOUBLE_EQ(f.profiler->profile().src_bandwidth, 99e6 * 0.99);
+
+  bump(f.src().reads, 100);
+  bump(f.src().read_ns, 10'000'000'000);
+  bump(f.src().bytes, 200'000'000);
+  f.tick();  // a heavier one raises it at once
+  EXPECT_DOUBLE_EQ(f.profiler->profile().src_bandwidth, 200e6);
+
+  for (int i = 0; i < 300; i++) f.tick();  // five idle minutes: the burst is mostly forgotten...
+  p = f.profiler->profile();
+  EXPECT_LT(p.src_peak_bw, 200e6 * 0.05);
+  EXPECT_DOUBLE_EQ(p.src_bandwidth, std::max(p.src_stream_bw, p.src_peak_bw)) << "...down to one request's rate";
+}
+
+TEST(Profiler, SsdReadIsALowerBoundAndWriteIsTheWritersRate) {
+  Fixture f;
+  bump(f.ssd().read_bytes, 8'000'000);
+  bump(f.ssd().read_ns, 4'000'000);  // 2 GB/s per read
+  bump(f.ssd().write_bytes, 4'000'000);
+  bump(f.ssd().write_ns, 8'000'000);  // 500 MB/s while writing
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.ssd_read_stream_bw, 2e9);
+  EXPECT_DOUBLE_EQ(p.ssd_read_peak_bw, 8e6);
+  EXPECT_DOUBLE_EQ(p.ssd_read_bw, 2e9);
+  EXPECT_DOUBLE_EQ(p.ssd_write_bw, 500e6);
+  EXPECT_FALSE(has_note(p, "ssd_read_bw", false));
+  EXPECT_FALSE(has_note(p, "ssd_write_bw", false));
+
+  // Many parallel reads: the aggregate rate beats one read's.
+  bump(f.ssd().read_bytes, 3'000'000'000);
+  bump(f.ssd().read_ns, 6'000'000'000);
+  f.tick();
+  p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.ssd_read_stream_bw, ewma(2e9, 0.5e9));
+  EXPECT_DOUBLE_EQ(p.ssd_read_bw, 3e9);
+  EXPECT_DOUBLE_EQ(p.ssd_write_bw, 500e6) << "no writes in the window: unchanged";
+}
+
+TEST(Profiler, CpuCostsPerSampleAndTheirDifference) {
+  Fixture f;
+  bump(f.render().decoded, 4);
+  bump(f.render().decode_cpu_ns, 8'000'000);  // 2 ms
+  bump(f.render().augmented, 10);
+  bump(f.render().from_decoded, 5);
+  bump(f.render().augment_cpu_ns, 25'000'000);  // 5 renders from JPEG: 5 ms each
+  bump(f.render().augment_from_decoded_cpu_ns, 5'000'000);  // 1 ms each
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.c_dec, 2e-3);
+  EXPECT_DOUBLE_EQ(p.c_aug_from_jpeg, 5e-3);
+  EXPECT_DOUBLE_EQ(p.c_aug, 3e-3);
+  EXPECT_DOUBLE_EQ(p.c_aug_from_decoded, 1e-3);
+  for (const char* input : {"c_dec", "c_aug", "c_aug_from_decoded"}) EXPECT_FALSE(has_note(p, input, true)) << input;
+
+  bump(f.render().decoded, 1);
+  bump(f.render().decode_cpu_ns, 30'000'000);  // one slow decode: 30 ms
+  f.tick();
+  p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.c_dec, ewma(2e-3, 30e-3));
+  // Not floored: c_dec + c_aug stays the measured augmented miss (reduced-scale decodes can make
+  // an augmented render cheaper than a decoded/ render).
+  EXPECT_DOUBLE_EQ(p.c_dec + p.c_aug, p.c_aug_from_jpeg);
+  EXPECT_LT(p.c_aug, 0);
+}
+
+TEST(Profiler, OnlyAugmentFromJpegMeasuredGivesAPriorForDecode) {
+  Fixture f;
+  bump(f.render().augmented, 2);
+  bump(f.render().augment_cpu_ns, 10'000'000);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.c_dec, 0.6 * 5e-3);
+  EXPECT_DOUBLE_EQ(p.c_aug, 0.4 * 5e-3);
+  EXPECT_DOUBLE_EQ(p.c_aug_from_decoded, 0.45 * 5e-3);
+  EXPECT_TRUE(has_note(p, "c_dec", true));
+  EXPECT_FALSE(has_note(p, "c_aug", true));
+}
+
+TEST(Profiler, CopyBandwidthIsOneThreadsRateTimesTheCores) {
+  Fixture f;
+  bump(f.replies.replies, 1000);
+  bump(f.replies.bytes, 1'000'000'000);
+  bump(f.replies.ns, 500'000'000);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.copy_call_bw, 2e9);
+  EXPECT_DOUBLE_EQ(p.copy_bw, 8e9);
+  EXPECT_DOUBLE_EQ(p.inputs().copy_bw, 8e9);
+  EXPECT_FALSE(has_note(p, "copy_bw", false));
+}
+
+TEST(Profiler, ViewMixAndDominantView) {
+  Fixture f;
+  bump(f.augmented_fs.opens, 9);
+  bump(f.data_fs.decoded_samples, 1);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.view_share[0], 0);
+  EXPECT_DOUBLE_EQ(p.view_share[1], 0.1);
+  EXPECT_DOUBLE_EQ(p.view_share[2], 0.9);
+  EXPECT_EQ(p.view, model::Form::kAugmented);
+
+  bump(f.data_fs.raw_samples, 10);
+  f.tick();  // one window of raw reads moves the mix by alpha, not all the way
+  p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.view_share[0], 0.3);
+  EXPECT_DOUBLE_EQ(p.view_share[2], 0.9 * 0.7);
+  EXPECT_EQ(p.view, model::Form::kAugmented);
+
+  f.tick();  // idle windows leave the mix alone
+  EXPECT_DOUBLE_EQ(f.profiler->profile().view_share[0], 0.3);
+
+  for (int i = 0; i < 3; i++) {
+    bump(f.data_fs.raw_samples, 10);
+    f.tick();
+  }
+  EXPECT_EQ(f.profiler->inputs().view, model::Form::kRaw);
+}
+
+TEST(Profiler, ThreadTicksAndRunsCallbacksUntilStopped) {
+  Fixture f;
+  std::atomic<int> calls{0};
+  f.profiler->on_tick([&] { calls++; });
+  f.profiler->on_tick([] { throw std::runtime_error("a failing callback is logged, not fatal"); });
+  f.profiler->start(std::chrono::milliseconds(5));
+  while (calls < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  f.profiler->stop();
+  int after = calls;
+  EXPECT_GE(f.profiler->profile().ticks, 3u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(calls, after) << "no tick after stop()";
+  f.profiler->stop();  // twice is fine
+}
+
+}  // namespace
+}  // namespace prepfs
