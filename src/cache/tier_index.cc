@@ -28,13 +28,10 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   }
   const size_t fi = static_cast<size_t>(form);
   if (size > budget_ || size > quota_[fi]) return false;
-  // The form's own quota first: it gives room only from its own entries.
-  while (form_policy_[fi] && form_bytes_[fi] + size > quota_[fi]) {
-    std::optional<CacheKey> v = form_policy_[fi]->victim();
-    if (!v) return false;
-    erase_entry(entries_.find(*v));
-    if (evicted) evicted->push_back(*v);
-  }
+  // A form at its quota refuses: the partition chose which samples to keep (the Placer), and
+  // under uniform sampling evicting one kept sample for another only churns (each eviction is a
+  // future miss that evicts the next one).
+  if (form_policy_[fi] && form_bytes_[fi] + size > quota_[fi]) return false;
   // Only a policy that never evicts can run out of victims while over budget (LRU and random
   // always have one while bytes_ > 0), so a refusal never leaves a half-evicted tier behind.
   while (bytes_ + size > budget_) {

@@ -32,8 +32,8 @@ std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v
 
 }  // namespace
 
-Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache)
-    : cfg_(cfg), inputs_(std::move(inputs)), placer_(placer), cache_(cache) {}
+Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop)
+    : cfg_(cfg), inputs_(std::move(inputs)), drop_(std::move(drop)), placer_(placer), cache_(cache) {}
 
 model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   model::Inputs in = measured;
@@ -46,7 +46,15 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   enforced_ = p;
   // No images, no samples: nothing to partition, every file is cached as read.
   if (planning.samples <= 0) return;
+  const Placer::Layout before = placer_.layout();
+  const bool first = status_.plans == 1;
   placer_.set(p, planning.samples);
+  // The samples that changed slot: their old entries go now (the new slot fills as they are read).
+  if (!first && before != placer_.layout())
+    placer_.for_each_moved(before, placer_.layout(), [&](uint32_t node, std::optional<Slot> was) {
+      status_.moved_samples++;
+      if (was && drop_) drop_(node, was->form);
+    });
   std::array<std::array<double, kFormCount>, model::kTiers> shares{};
   for (model::Tier t : model::kAllTiers) {
     const double budget = t == model::Tier::kRam ? cache_.ram().budget() : (cache_.ssd() ? cache_.ssd()->budget() : 0);
@@ -131,8 +139,8 @@ std::string Planner::report_text() {
   } else {
     shown.placement = enforced_;
     shown.prediction = model::predict(now, enforced_);
-    head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s); last: {}\n", status_.plans, status_.moves,
-                       status_.last_reason);
+    head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved); last: {}\n",
+                       status_.plans, status_.moves, status_.moved_samples, status_.last_reason);
   }
   return head + fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
          model::explain(now, shown) + (notes.empty() ? "" : "\nAssumptions about inputs:\n" + notes);
@@ -159,13 +167,13 @@ std::string Planner::report_json() {
     alts += fmt::format(R"({}"{}": {})", alts.size() > 1 ? ", " : "", a.name, number(a.prediction.throughput));
   alts += "}";
   return fmt::format(
-      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"last_reason\": \"{}\", \"headroom\": {},\n"
+      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"last_reason\": \"{}\", \"headroom\": {},\n"
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
       " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
       " \"alternatives\": {},\n"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
-      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.last_reason, cfg_.headroom, inputs,
+      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason, cfg_.headroom, inputs,
       placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates, alts,
       placement_json(optimal.placement), number(optimal.prediction.throughput),
       model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");

@@ -20,6 +20,7 @@ Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
   d.src_reads = sub(src_reads, o.src_reads);
   d.src_bytes = sub(src_bytes, o.src_bytes);
   d.src_ns = sub(src_ns, o.src_ns);
+  d.src_busy_ns = sub(src_busy_ns, o.src_busy_ns);
   d.ssd_read_bytes = sub(ssd_read_bytes, o.ssd_read_bytes);
   d.ssd_read_ns = sub(ssd_read_ns, o.ssd_read_ns);
   d.ssd_write_bytes = sub(ssd_write_bytes, o.ssd_write_bytes);
@@ -38,7 +39,7 @@ Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
 
 Profiler::Profiler(const ProfilerSources& s, ProfilerConfig cfg)
     : src_(s), cfg_(cfg), last_tick_(std::chrono::steady_clock::now()) {
-  for (model::Ewma* e : {&src_latency_, &src_in_flight_, &src_stream_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
+  for (model::Ewma* e : {&src_latency_, &src_in_flight_, &src_stream_bw_, &src_busy_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
                          &c_dec_, &c_aug_jpeg_, &c_aug_dec_, &copy_call_bw_})
     *e = model::Ewma(cfg_.alpha);
   for (model::Ewma& e : view_share_) e = model::Ewma(cfg_.alpha);
@@ -54,6 +55,7 @@ Profiler::Snapshot Profiler::read_counters() const {
   s.src_reads = load(sc.reads);
   s.src_bytes = load(sc.bytes);
   s.src_ns = load(sc.read_ns);
+  s.src_busy_ns = busy_ns_now(sc);
   const TierCounters& ssd = src_.cache.counters().ssd;
   s.ssd_read_bytes = load(ssd.read_bytes);
   s.ssd_read_ns = load(ssd.read_ns);
@@ -133,6 +135,9 @@ void Profiler::update_source(const Snapshot& d, double wall_ns) {
   src_latency_.update(double(d.src_ns) / 1e9 / double(d.src_reads));
   if (wall_ns > 0) src_in_flight_.update(double(d.src_ns) / wall_ns);
   src_stream_bw_.update(per_second(d.src_bytes, double(d.src_ns)));
+  // Bytes over the time the source had work: at saturation that is its bandwidth, below it a
+  // tighter lower bound than bytes over wall time (an idle source says nothing of its capacity).
+  if (d.src_busy_ns > 0) src_busy_bw_.update(per_second(d.src_bytes, double(d.src_busy_ns)));
 }
 
 void Profiler::update_ssd(const Snapshot& d, double wall_ns) {
@@ -184,7 +189,8 @@ Profile Profiler::profile() const {
     p.src_concurrency_in_use = src_in_flight_.value();
     p.src_stream_bw = src_stream_bw_.value();
     p.src_peak_bw = src_peak_bw_.value;
-    p.src_bandwidth = std::max(p.src_stream_bw, p.src_peak_bw);
+    p.src_busy_bw = src_busy_bw_.value();
+    p.src_bandwidth = std::max({p.src_stream_bw, p.src_peak_bw, p.src_busy_bw});
   } else {
     p.src_latency = ProfilerPriors::kSrcLatency;
     p.src_bandwidth = ProfilerPriors::kSrcBandwidth;

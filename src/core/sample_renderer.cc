@@ -159,4 +159,21 @@ void SampleRenderer::forget_augmented(uint32_t node, uint32_t variant) {
   cache_.erase(key(node, Form::augmented, variant));
 }
 
+void SampleRenderer::forget(uint32_t node, Form form, uint32_t variant) {
+  switch (form) {
+    case Form::raw: {
+      FileVersion v = tree_.version(node);
+      std::string path = tree_.path(node);
+      for (uint64_t off = 0, idx = 0; off < v.size; off += cfg_.chunk_size, idx++)
+        cache_.erase(make_key(KeyFields{path, v.size, v.mtime_ns, Form::raw, 0, 0, idx}));
+      break;
+    }
+    case Form::decoded: cache_.erase(key(node, Form::decoded, 0)); break;
+    case Form::augmented:
+      cache_.erase(key(node, Form::augmented, variant));
+      if (variant > 0) cache_.erase(key(node, Form::augmented, variant - 1));
+      break;
+  }
+}
+
 }  // namespace prepfs

@@ -32,7 +32,7 @@ std::string profile_json(const Profile& p) {
   return fmt::format(
       R"({{"ticks": {}, "samples": {}, "size": {{"raw": {:.6g}, "decoded": {:.6g}, "augmented": {:.6g}}}, )"
       R"("capacity": {{"ram": {}, "ssd": {}}}, )"
-      R"("source": {{"latency_s": {:.6g}, "bandwidth_Bps": {:.6g}, "stream_Bps": {:.6g}, "peak_Bps": {:.6g}, )"
+      R"("source": {{"latency_s": {:.6g}, "bandwidth_Bps": {:.6g}, "stream_Bps": {:.6g}, "peak_Bps": {:.6g}, "busy_Bps": {:.6g}, )"
       R"("concurrency_in_use": {:.4g}, "concurrency": {}}}, )"
       R"("ssd": {{"read_Bps": {:.6g}, "read_stream_Bps": {:.6g}, "read_peak_Bps": {:.6g}, "write_Bps": {:.6g}}}, )"
       R"("cpu": {{"decode_s": {:.6g}, "augment_s": {:.6g}, "augment_from_jpeg_s": {:.6g}, )"
@@ -41,7 +41,7 @@ std::string profile_json(const Profile& p) {
       R"("views": {{"raw": {:.4f}, "decoded": {:.4f}, "augmented": {:.4f}}}, "view": "{}", "aug_reuse": {}, )"
       R"("priors": {}, "unmeasured": {}}})",
       p.ticks, p.samples, p.size[0], p.size[1], p.size[2], p.ram_capacity, p.ssd_capacity,
-      p.src_latency, p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_concurrency_in_use, p.src_concurrency,
+      p.src_latency, p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_busy_bw, p.src_concurrency_in_use, p.src_concurrency,
       p.ssd_read_bw, p.ssd_read_stream_bw, p.ssd_read_peak_bw, p.ssd_write_bw,
       p.c_dec, p.c_aug, p.c_aug_from_jpeg, p.c_aug_from_decoded, p.cores, p.copy_bw, p.copy_call_bw,
       p.view_share[0], p.view_share[1], p.view_share[2], model::form_name(p.view), p.aug_reuse,

@@ -134,7 +134,9 @@ class RunningMount final : public Mount {
     planner_ = std::make_unique<Planner>(planner_config(), [this](std::string* notes) {
       return measured_inputs(PlanSources{*tree_, *cache_, *source_, *renderer_, *profiler_, opts_.aug_reuse,
                                          opts_.threads}, notes);
-    }, *placer_, *cache_);
+    }, *placer_, *cache_, [this](uint32_t node, Form form) {
+      renderer_->forget(node, form, augmented_fs_->current_variant(node));
+    });
     planner_->plan_now(opts_.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                  : "partition=" + opts_.partition);
     profiler_->on_tick([this] { planner_->on_tick(); });

@@ -168,6 +168,7 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
 size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
                          size_t len) {
   auto start = std::chrono::steady_clock::now();
+  SourceBusy busy(counters_);
   try {
     auto file = open_file(rel, expect);
     size_t n = io::pread_full(file->fd, buf, len, off);

@@ -361,6 +361,7 @@ std::optional<DirFingerprint> S3Source::dir_fingerprint(const std::string&) { re
 size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) {
   if (off >= expect.size || len == 0) return 0;
   auto t0 = Clock::now();
+  SourceBusy busy(counters_);
   size_t want = static_cast<size_t>(std::min<uint64_t>(len, expect.size - off));
   const uint64_t part = std::max<uint64_t>(cfg_.part_size, 64 << 10);
   std::vector<http::Request> reqs;

@@ -112,6 +112,25 @@ TEST(Placer, AGrowingShareMovesOnlyTheSamplesAtTheBoundaries) {
   EXPECT_NEAR(moved, 1000, 250);  // 5% of samples change, not a reshuffle
 }
 
+TEST(Placer, MovedSamplesAreThoseWhoseSlotChanged) {
+  Dataset ds(300);
+  Placer placer(*ds.tree);
+  const Placer::Layout a = Placer::layout_for(placement(100, 0, 0, 0, 0, 0), 300);
+  const Placer::Layout b = Placer::layout_for(placement(50, 50, 0, 0, 0, 0), 300);
+  int moved = 0, from_raw = 0;
+  placer.for_each_moved(a, b, [&](uint32_t node, std::optional<Slot> was) {
+    moved++;
+    ASSERT_TRUE(was);  // only raw RAM samples changed: half of them became decoded
+    EXPECT_EQ(was->form, Form::raw);
+    from_raw++;
+    auto now = Placer::slot_in(b, Placer::sample_hash(ds.tree->path(node)));
+    ASSERT_TRUE(now);
+    EXPECT_EQ(now->form, Form::decoded);
+  });
+  EXPECT_NEAR(moved, 50, 20);
+  placer.for_each_moved(a, a, [&](uint32_t, std::optional<Slot>) { ADD_FAILURE() << "nothing moves"; });
+}
+
 TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
   Dataset ds(200);
   Placer placer(*ds.tree);
@@ -231,9 +250,11 @@ struct PlannerRig {
     in.cores = 2;
     in.view = m::Form::kAugmented;
   }
+  std::map<int, int> dropped;  // form -> samples whose entries a move dropped
   Planner make(PlannerConfig cfg) {
     cfg.min_interval = std::chrono::milliseconds(0);
-    return Planner(cfg, [this](std::string*) { return in; }, placer, tm);
+    return Planner(cfg, [this](std::string*) { return in; }, placer, tm,
+                   [this](uint32_t, Form f) { dropped[int(f)]++; });
   }
 };
 
@@ -277,6 +298,14 @@ TEST(Planner, RePlansOnDriftOnlyAndKeepsAPlanThatIsStillAsGood) {
   EXPECT_EQ(planner.status().plans, 2u);
   EXPECT_EQ(planner.status().moves, 1u);
   EXPECT_NE(planner.status().enforced.n, first.n);
+  // The samples that changed slot had their old entries dropped (those that had a slot).
+  const Planner::Status st = planner.status();
+  EXPECT_GT(st.moved_samples, 0u);
+  int dropped = 0;
+  for (auto [f, n] : rig.dropped) dropped += n;
+  EXPECT_GT(dropped, 0);
+  EXPECT_LE(uint64_t(dropped), st.moved_samples);
+  EXPECT_GT(rig.dropped[int(Form::raw)], 0) << "the first plan kept raw on SSD; the second keeps none";
   planner.on_tick();  // no further drift: no new plan
   EXPECT_EQ(planner.status().plans, 2u);
 }

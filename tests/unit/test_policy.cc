@@ -94,21 +94,20 @@ TEST(TierIndex, ShrinkingTheBudgetEvicts) {
   EXPECT_EQ(ev.size(), 3u);
 }
 
-TEST(TierIndex, FormQuotasEvictWithinTheForm) {
+TEST(TierIndex, AFormAtItsQuotaRefusesAndNeverPushesOthersOut) {
   for (const char* policy : {"lru", "random"}) {
     TierIndex idx(100, make_policy(policy, 5));
     std::vector<CacheKey> ev;
     idx.set_form_quotas({20, 80, 0});
     EXPECT_TRUE(idx.admit(k(1), 20, Form::raw, &ev));
-    EXPECT_TRUE(idx.admit(k(2), 20, Form::raw, &ev));  // evicts k(1): raw is at its 20-byte quota
-    ASSERT_EQ(ev.size(), 1u) << policy;
-    EXPECT_EQ(ev[0], k(1));
+    EXPECT_FALSE(idx.admit(k(2), 20, Form::raw, &ev)) << policy;  // raw is at its 20-byte quota
+    EXPECT_TRUE(ev.empty()) << policy;  // and k(1) stays: no churn among kept samples
+    EXPECT_TRUE(idx.contains(k(1)));
     EXPECT_FALSE(idx.admit(k(3), 10, Form::augmented, &ev));  // augmented has no share
     for (uint64_t i = 10; i < 14; i++) EXPECT_TRUE(idx.admit(k(i), 20, Form::decoded, &ev));
     EXPECT_EQ(idx.bytes(Form::decoded), 80u);
-    EXPECT_TRUE(idx.contains(k(2)));  // decoded filling up never pushed raw out
-    EXPECT_TRUE(idx.admit(k(20), 20, Form::decoded, &ev));
-    EXPECT_TRUE(idx.contains(k(2)));
+    EXPECT_TRUE(idx.contains(k(1)));  // decoded filling up never pushed raw out
+    EXPECT_FALSE(idx.admit(k(20), 20, Form::decoded, &ev));
     EXPECT_EQ(idx.bytes(Form::decoded), 80u);
     EXPECT_LE(idx.bytes(), idx.budget());
   }
@@ -129,8 +128,7 @@ TEST(TierIndex, LoweringAQuotaMigratesWithoutFlushing) {
     EXPECT_EQ(idx.bytes(Form::raw), 30u) << policy;
     EXPECT_EQ(idx.bytes(Form::decoded), 70u) << policy;
     EXPECT_LE(idx.bytes(), idx.budget());
-    if (std::string(policy) == "none") continue;  // a full form under "none" refuses instead
-    EXPECT_TRUE(idx.admit(k(13), 10, Form::decoded, &ev));  // decoded at its quota: its own entry goes
+    EXPECT_FALSE(idx.admit(k(13), 10, Form::decoded, &ev));  // decoded at its quota: refused
     EXPECT_EQ(idx.bytes(Form::raw), 30u) << policy;
     EXPECT_EQ(idx.bytes(Form::decoded), 70u) << policy;
   }

@@ -284,4 +284,38 @@ TEST(Profiler, ThreadTicksAndRunsCallbacksUntilStopped) {
 }
 
 }  // namespace
+
+TEST(Profiler, BusyTimeBoundsTheBandwidthOfAPartlyIdleSource) {
+  Fixture f;
+  // 30 MB in a one-second window, but the source had reads in flight only half of it.
+  bump(f.src().reads, 30);
+  bump(f.src().read_ns, 600'000'000);
+  bump(f.src().bytes, 30'000'000);
+  bump(f.src().busy_ns, 500'000'000);
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_DOUBLE_EQ(p.src_peak_bw, 30e6);
+  EXPECT_DOUBLE_EQ(p.src_busy_bw, 60e6);
+  EXPECT_DOUBLE_EQ(p.src_bandwidth, 60e6);
+}
+
+TEST(SourceBusy, CountsTimeWithAReadInFlightOnceHoweverManyOverlap) {
+  SourceCounters c;
+  const uint64_t t0 = steady_ns();
+  {
+    SourceBusy a(c);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    {
+      SourceBusy b(c);  // overlapping: no extra busy time
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_GE(busy_ns_now(c), 40'000'000u) << "the open period counts before it closes";
+  }
+  const uint64_t span = steady_ns() - t0, closed = load(c.busy_ns);
+  EXPECT_GE(closed, 40'000'000u);
+  EXPECT_LE(closed, span) << "counted once, not per read (that would be about 1.5 x the span)";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // idle: nothing accrues
+  EXPECT_EQ(busy_ns_now(c), closed);
+}
+
 }  // namespace prepfs

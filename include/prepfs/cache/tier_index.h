@@ -28,10 +28,11 @@ class TierIndex {
   // Lowers (or raises) the budget, evicting down to it. Used when the SSD turns out to be full.
   void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
   // Per-form byte quotas within the budget (the partition: how much of this tier each form may
-  // hold). A form at its quota makes room from its own entries, by the same policy. Lowering a
-  // quota evicts nothing at once: a form above its quota is the first to give room when another
-  // entry needs it, so the tier migrates to a new partition gradually, never by a flush. Without
-  // quotas every form may use the whole budget.
+  // hold). A form at its quota refuses new entries instead of evicting its own: what to keep is
+  // decided by the placement, and trading one kept sample for another only churns. Lowering a
+  // quota evicts nothing at once: a form above its quota is the first to give room (by its own
+  // policy) when another entry needs it, so the tier migrates to a new partition gradually, never
+  // by a flush. Without quotas every form may use the whole budget.
   void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas);
   uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 

@@ -51,6 +51,11 @@ struct SourceCounters {
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> read_ns{0};       // total time spent in source reads
   LatencyHistogram read_latency;          // per successful read
+  // Time with at least one read in flight (see SourceBusy, busy_ns_now): bytes over busy time is
+  // the profiler's tightest lower bound of the source's bandwidth.
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<uint64_t> busy_since_ns{0};
+  std::atomic<uint64_t> busy_ns{0};  // closed busy periods only
 };
 
 // The FUSE adaptor's read replies (fuse_reply_iov: the kernel copies the bytes into the reader's
@@ -69,6 +74,36 @@ inline uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory
 inline uint64_t steady_ns() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// Marks one source read in flight for its lifetime (a scope around the read).
+class SourceBusy {
+ public:
+  explicit SourceBusy(SourceCounters& c) : c_(c) {
+    if (c_.in_flight.fetch_add(1, std::memory_order_acq_rel) == 0) c_.busy_since_ns.store(steady_ns());
+  }
+  ~SourceBusy() {
+    if (c_.in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      const uint64_t now = steady_ns(), since = c_.busy_since_ns.load();
+      if (now > since) bump(c_.busy_ns, now - since);  // a racing new period may have restarted it
+    }
+  }
+  SourceBusy(const SourceBusy&) = delete;
+  SourceBusy& operator=(const SourceBusy&) = delete;
+
+ private:
+  SourceCounters& c_;
+};
+
+// Busy time so far, including the period still open (a source that never goes idle has none
+// closed).
+inline uint64_t busy_ns_now(const SourceCounters& c) {
+  uint64_t busy = load(c.busy_ns);
+  if (c.in_flight.load(std::memory_order_acquire) > 0) {
+    const uint64_t now = steady_ns(), since = c.busy_since_ns.load();
+    if (now > since) busy += now - since;
+  }
+  return busy;
 }
 
 }  // namespace prepfs

@@ -37,6 +37,10 @@ class AugmentedFs final : public Filesystem {
   FsStat statfs() override;
 
   const AugmentedFsCounters& counters() const { return counters_; }
+  // The variant the next open of node serves (what the cache may hold for it).
+  uint32_t current_variant(uint32_t node) const {
+    return node < tree_.size() ? opens_[node].load(std::memory_order_relaxed) / aug_reuse_ : 0;
+  }
 
  private:
   uint32_t node_of(uint64_t ino) const;

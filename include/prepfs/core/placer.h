@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -27,6 +28,13 @@ struct Slot {
 
 class Placer {
  public:
+  static constexpr size_t kSlots = kFormCount * model::kTiers;
+  // Upper bounds of the cumulative hash intervals, slots ordered RAM (raw, decoded, augmented),
+  // then SSD (the same): a sample with hash h is in the first slot whose bound exceeds h.
+  using Layout = std::array<uint64_t, kSlots>;
+  static Layout layout_for(const model::Placement& p, double samples);
+  static std::optional<Slot> slot_in(const Layout& layout, uint64_t sample_hash);
+
   explicit Placer(const Tree& tree) : tree_(tree) {}
 
   // The placement to enforce, for `samples` samples (the image count the plan was made for).
@@ -41,12 +49,14 @@ class Placer {
   std::optional<Slot> slot_of(uint64_t sample_hash) const;
   static uint64_t sample_hash(std::string_view path);
 
+  Layout layout() const;
+  // Every image whose slot differs between two layouts, with the slot it had in `from` (if any).
+  void for_each_moved(const Layout& from, const Layout& to,
+                      const std::function<void(uint32_t node, std::optional<Slot> was)>& fn) const;
+
  private:
-  static constexpr size_t kSlots = kFormCount * model::kTiers;
   const Tree& tree_;
   std::atomic<bool> active_{false};
-  // Upper bounds of the cumulative intervals, slots ordered RAM (raw, decoded, augmented), then
-  // SSD (the same): a sample with hash h is in the first slot whose bound exceeds h.
   std::array<std::atomic<uint64_t>, kSlots> upper_{};
 };
 

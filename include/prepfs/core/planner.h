@@ -38,7 +38,11 @@ class Planner {
  public:
   // inputs(notes) returns the measured model inputs (priors stated in *notes where unmeasured).
   using InputsFn = std::function<model::Inputs(std::string* notes)>;
-  Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache);
+  // Drops the cached entries of one sample's form (its old slot, after a move): without that, a
+  // sample the new placement keeps elsewhere would hold its old slot's bytes until evicted, and
+  // the samples newly assigned there would find the quota full.
+  using DropFn = std::function<void(uint32_t node, Form form)>;
+  Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop = nullptr);
 
   // Plans now, whatever the drift (at mount).
   void plan_now(const std::string& reason);
@@ -51,6 +55,7 @@ class Planner {
   struct Status {
     uint64_t plans = 0;        // plans computed (the first one included)
     uint64_t moves = 0;        // plans that changed the enforced placement
+    uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
     std::string last_reason;
     model::Placement enforced;
   };
@@ -63,6 +68,7 @@ class Planner {
 
   PlannerConfig cfg_;
   InputsFn inputs_;
+  DropFn drop_;
   Placer& placer_;
   TierManager& cache_;
   mutable std::mutex mu_;

@@ -8,7 +8,9 @@
 // resource, and a light load shows little. Each is the larger of two lower bounds: the EWMA of
 // one request's throughput (bytes over the request's own time), and the highest aggregate rate
 // seen over a tick (bytes over the tick's wall time), held and decayed by 1% per tick so an old
-// burst is forgotten in minutes but an idle second does not erase it.
+// burst is forgotten in minutes but an idle second does not erase it. The source has a third:
+// bytes over the time it had at least one read in flight, which equals its bandwidth when it is
+// saturated (a capped source is then busy all the time) and is never below the tick rate.
 #pragma once
 
 #include <array>
@@ -87,7 +89,8 @@ struct Profile {
   double src_concurrency = 1;     // what the model is given: the FUSE thread count
   double src_stream_bw = 0;       // EWMA of bytes / read time: one request's throughput
   double src_peak_bw = 0;         // held peak of bytes / tick wall time, decayed per tick
-  double src_bandwidth = 0;       // max of the two: a lower bound of the source's bandwidth
+  double src_busy_bw = 0;         // EWMA of bytes / time with a read in flight (= the bandwidth when saturated)
+  double src_bandwidth = 0;       // max of the three: a lower bound of the source's bandwidth
 
   // SSD tier. Reads run on the FUSE workers, in parallel: read_bw = max(EWMA of one read's
   // throughput, held peak of bytes read per tick wall second), a lower bound. Writes run on the
@@ -145,7 +148,7 @@ class Profiler {
  private:
   // Counter values at a tick; a window is the difference of two.
   struct Snapshot {
-    uint64_t src_reads = 0, src_bytes = 0, src_ns = 0;
+    uint64_t src_reads = 0, src_bytes = 0, src_ns = 0, src_busy_ns = 0;
     uint64_t ssd_read_bytes = 0, ssd_read_ns = 0, ssd_write_bytes = 0, ssd_write_ns = 0;
     uint64_t decoded = 0, decode_ns = 0;
     uint64_t augmented = 0, from_decoded = 0, augment_ns = 0, augment_from_decoded_ns = 0;
@@ -177,7 +180,7 @@ class Profiler {
   uint64_t ticks_ = 0;
   double samples_ = 0;
   std::array<double, model::kForms> size_{};
-  model::Ewma src_latency_, src_in_flight_, src_stream_bw_;
+  model::Ewma src_latency_, src_in_flight_, src_stream_bw_, src_busy_bw_;
   DecayingPeak src_peak_bw_;
   model::Ewma ssd_read_stream_bw_, ssd_write_bw_;
   DecayingPeak ssd_read_peak_bw_;

@@ -53,6 +53,9 @@ class SampleRenderer {
   ChunkRef augmented(uint32_t node, uint32_t variant);
   // Frees a variant that will not be served again (aug_reuse reached).
   void forget_augmented(uint32_t node, uint32_t variant);
+  // Drops every cached entry of one form of a sample (its raw chunks, its decoded pixels, or its
+  // augmented variants `variant` and the one before): the partition moved it elsewhere.
+  void forget(uint32_t node, Form form, uint32_t variant);
 
   // The partition's placement decides which forms of which samples are kept, and where (null:
   // every render and every fetched chunk is kept in both tiers).
