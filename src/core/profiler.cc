@@ -39,9 +39,10 @@ Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
 
 Profiler::Profiler(const ProfilerSources& s, ProfilerConfig cfg)
     : src_(s), cfg_(cfg), last_tick_(std::chrono::steady_clock::now()) {
-  for (model::Ewma* e : {&src_latency_, &src_in_flight_, &src_stream_bw_, &src_busy_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
-                         &c_dec_, &c_aug_jpeg_, &c_aug_dec_, &copy_call_bw_})
+  for (model::Ewma* e : {&src_in_flight_, &src_stream_bw_, &src_busy_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
+                         &copy_call_bw_})
     *e = model::Ewma(cfg_.alpha);
+  for (model::Ewma* e : {&src_latency_, &c_dec_, &c_aug_jpeg_, &c_aug_dec_}) *e = model::Ewma(cfg_.sample_alpha);
   for (model::Ewma& e : view_share_) e = model::Ewma(cfg_.alpha);
   last_ = read_counters();  // the first window starts now, not at the mount's first byte
   refresh_sizes();
@@ -132,7 +133,7 @@ void Profiler::tick_window(std::chrono::nanoseconds wall) {
 void Profiler::update_source(const Snapshot& d, double wall_ns) {
   src_peak_bw_.update(wall_ns > 0 ? per_second(d.src_bytes, wall_ns) : 0, cfg_.peak_decay);
   if (d.src_reads == 0 || d.src_ns == 0) return;
-  src_latency_.update(double(d.src_ns) / 1e9 / double(d.src_reads));
+  src_latency_.update_mean(double(d.src_ns) / 1e9 / double(d.src_reads), double(d.src_reads));
   if (wall_ns > 0) src_in_flight_.update(double(d.src_ns) / wall_ns);
   src_stream_bw_.update(per_second(d.src_bytes, double(d.src_ns)));
   // Bytes over the time the source had work: at saturation that is its bandwidth, below it a
@@ -152,7 +153,7 @@ void Profiler::update_ssd(const Snapshot& d, double wall_ns) {
 // other; requiring both skips such a window rather than averaging in a zero.
 void Profiler::update_cpu(const Snapshot& d) {
   auto mean = [](model::Ewma& e, uint64_t ns, uint64_t count) {
-    if (count > 0 && ns > 0) e.update(double(ns) / 1e9 / double(count));
+    if (count > 0 && ns > 0) e.update_mean(double(ns) / 1e9 / double(count), double(count));
   };
   mean(c_dec_, d.decode_ns, d.decoded);
   mean(c_aug_jpeg_, d.augment_ns, sub(d.augmented, d.from_decoded));

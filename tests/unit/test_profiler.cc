@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "prepfs/cache/tier_manager.h"
@@ -63,6 +64,10 @@ bool has_note(const Profile& p, const std::string& input, bool prior) {
 }
 
 double ewma(double first, double second) { return first + kAlpha * (second - first); }
+// Per-operation costs weigh each of the n operations of a window (ProfilerConfig::sample_alpha).
+double ewma_n(double first, double second, double n) {
+  return first + (1 - std::pow(1 - ProfilerConfig{}.sample_alpha, n)) * (second - first);
+}
 
 TEST(Profiler, SizesAndCapacitiesComeFromTheTreeAndTiers) {
   Fixture f;
@@ -120,7 +125,7 @@ TEST(Profiler, SourceLatencyAndConcurrencyAreEwmasOfEachWindow) {
   bump(f.src().bytes, 1'000'000);
   f.tick();
   p = f.profiler->profile();
-  EXPECT_DOUBLE_EQ(p.src_latency, ewma(2e-3, 4e-3));
+  EXPECT_DOUBLE_EQ(p.src_latency, ewma_n(2e-3, 4e-3, 10));  // ten reads of 4 ms
   EXPECT_DOUBLE_EQ(p.src_concurrency_in_use, ewma(0.02, 0.04));
 
   f.tick();  // idle: latency and concurrency describe the source in use, so they stay
@@ -207,7 +212,14 @@ TEST(Profiler, CpuCostsPerSampleAndTheirDifference) {
   bump(f.render().decode_cpu_ns, 30'000'000);  // one slow decode: 30 ms
   f.tick();
   p = f.profiler->profile();
-  EXPECT_DOUBLE_EQ(p.c_dec, ewma(2e-3, 30e-3));
+  EXPECT_DOUBLE_EQ(p.c_dec, ewma_n(2e-3, 30e-3, 1)) << "one render moves the estimate by one render's weight";
+  EXPECT_LT(p.c_dec, 2.5e-3);
+
+  bump(f.render().decoded, 1000);
+  bump(f.render().decode_cpu_ns, 6'000'000'000);  // a thousand decodes of 6 ms: they take over
+  f.tick();
+  p = f.profiler->profile();
+  EXPECT_NEAR(p.c_dec, 6e-3, 1e-6);
   // Not floored: c_dec + c_aug stays the measured augmented miss (reduced-scale decodes can make
   // an augmented render cheaper than a decoded/ render).
   EXPECT_DOUBLE_EQ(p.c_dec + p.c_aug, p.c_aug_from_jpeg);

@@ -49,7 +49,11 @@ struct ProfilerSources {
 };
 
 struct ProfilerConfig {
-  double alpha = 0.3;                // EWMA weight of each tick's measurement
+  double alpha = 0.3;                // EWMA weight of each tick's measurement (rates, shares)
+  // Per-operation costs (CPU per render, latency per source read) weigh each operation: a tick
+  // with 300 renders replaces 95% of the estimate, a tick with 3 only 3%. Per-tick weighting
+  // converged over tens of seconds when epochs last under a second (the fill epoch's costs lingered).
+  double sample_alpha = 0.01;
   double peak_decay = 0.99;          // per tick, of the held aggregate-rate peaks
   uint64_t size_refresh_ticks = 60;  // mean sizes are recomputed (O(files)) this often
 };

@@ -1,6 +1,8 @@
 // Exponentially weighted moving average, for the profiler's online measurements.
 #pragma once
 
+#include <cmath>
+
 namespace prepfs::model {
 
 class Ewma {
@@ -15,6 +17,18 @@ class Ewma {
       has_value_ = true;
     } else {
       value_ += alpha_ * (x - value_);
+    }
+  }
+  // The mean of n observations at once, weighted as n single updates would weigh them: a window
+  // of many samples moves the value far, a window of few barely (the weight is per sample, not
+  // per window, so idle or sparse windows cannot hold an old estimate in place or jerk it).
+  void update_mean(double mean, double n) {
+    if (n <= 0) return;
+    if (!has_value_) {
+      value_ = mean;
+      has_value_ = true;
+    } else {
+      value_ += (1 - std::pow(1 - alpha_, n)) * (mean - value_);
     }
   }
   double value() const { return value_; }
