@@ -64,7 +64,9 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
       bump(pf.misses);
       bump(pf.miss_bytes, chunk->size());
       if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form);
-      if (!admit.any()) recent_put(key, chunk);
+      // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
+      // queued, and may not be readable back for a while).
+      if (!admit.ram) recent_put(key, chunk);
     } else {
       bump(pf.ssd_hits);
       bump(pf.ssd_hit_bytes, chunk->size());

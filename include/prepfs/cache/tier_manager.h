@@ -57,8 +57,8 @@ class TierManager {
   using Fill = std::function<ChunkRef()>;
   // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
   // the same key wait for that one run) and admits what it returns to the tiers `admit` names
-  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk admitted nowhere is kept
-  // among the last few such fills, so the next read requests of the same file (the kernel splits
+  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk not admitted to RAM is kept
+  // among the last few such chunks, so the next read requests of the same file (the kernel splits
   // a file into several) do not fetch or render it again. fill's exceptions propagate to every
   // waiter; nothing is admitted then.
   ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit = {});
