@@ -323,4 +323,15 @@ void Profiler::run(std::chrono::milliseconds period) {
   }
 }
 
+model::Inputs Profiler::inputs(std::string* notes) const {
+  Profile p = profile();
+  if (notes) {
+    std::string n;
+    for (const ProfileNote& note : p.notes) n += "  " + note.input + ": " + note.text + "\n";
+    n += "  not measured (unconstrained): consumer rate\n";
+    *notes = n;
+  }
+  return p.inputs();
+}
+
 }  // namespace prepfs

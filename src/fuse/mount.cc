@@ -20,7 +20,6 @@
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
-#include "prepfs/core/plan_report.h"
 #include "prepfs/core/planner.h"
 #include "prepfs/core/profiler.h"
 #include "prepfs/core/metrics.h"
@@ -132,8 +131,7 @@ class RunningMount final : public Mount {
     renderer_->set_placer(placer_.get());
     data_fs_->set_placer(placer_.get());
     planner_ = std::make_unique<Planner>(planner_config(), [this](std::string* notes) {
-      return measured_inputs(PlanSources{*tree_, *cache_, *source_, *renderer_, *profiler_, opts_.aug_reuse,
-                                         opts_.threads}, notes);
+      return profiler_->inputs(notes);
     }, *placer_, *cache_, [this](uint32_t node, Form form) {
       renderer_->forget(node, form, augmented_fs_->current_variant(node));
     });

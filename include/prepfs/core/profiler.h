@@ -148,6 +148,9 @@ class Profiler {
 
   Profile profile() const;
   model::Inputs inputs() const { return profile().inputs(); }
+  // The same, with the inputs that stand on priors (or are unknown) listed in *notes, one line
+  // each, for .prepfs/plan. One profile for both, so the notes describe exactly these inputs.
+  model::Inputs inputs(std::string* notes) const;
 
  private:
   // Counter values at a tick; a window is the difference of two.
