@@ -10,10 +10,18 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import time
 
 PREPFS_BIN = os.environ.get("PREPFS_BIN", "build/tools/prepfs")
 SLOWFS_BIN = os.environ.get("SLOWFS_BIN", "build/bench/prepfs-slowfs")
+GEN_DATASET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gen_dataset.py")
+
+
+def gen_images(dest, classes, per_class):
+    """Real JPEGs in ImageFolder layout (dest/train/<class>/*.JPEG), from bench/gen_dataset.py."""
+    subprocess.run([sys.executable, GEN_DATASET, str(dest), "--classes", str(classes), "--per-class", str(per_class),
+                    "--synthetic"], check=True, stdout=subprocess.DEVNULL)
 
 
 def is_mounted(path):

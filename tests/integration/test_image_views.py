@@ -3,24 +3,20 @@ import io
 import os
 import struct
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs, wait_for
+from prepfs_harness import Prepfs, gen_images, wait_for
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-GEN = os.path.join(HERE, "..", "..", "bench", "gen_dataset.py")
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("ds")
-    subprocess.run([sys.executable, GEN, str(root / "src"), "--classes", "4", "--per-class", "12", "--synthetic"],
-                   check=True, stdout=subprocess.DEVNULL)
+    gen_images(root / "src", 4, 12)
     train = root / "src" / "train"
     cls = sorted(os.listdir(train))[0]
     # Bad inputs next to good ones: none of them may crash or stall the daemon.
@@ -205,8 +201,7 @@ def run_loader(root, kind):
 def test_pytorch_dataloader_gives_the_same_labels_over_every_view(tmp_path):
     pytest.importorskip("torch")
     src = tmp_path / "src"
-    subprocess.run([sys.executable, GEN, str(src), "--classes", "3", "--per-class", "8", "--synthetic"],
-                   check=True, stdout=subprocess.DEVNULL)
+    gen_images(src, 3, 8)
     (tmp_path / "mnt").mkdir()
     expect = run_loader(src / "train", "source")
     with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:

@@ -5,25 +5,20 @@ import io
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs, SlowFs, drop_page_cache
+from prepfs_harness import Prepfs, SlowFs, drop_page_cache, gen_images
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-GEN = os.path.join(HERE, "..", "..", "bench", "gen_dataset.py")
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("part")
-    subprocess.run([sys.executable, GEN, str(root / "src"), "--classes", "4", "--per-class", "30", "--synthetic"],
-                   check=True, stdout=subprocess.DEVNULL)
+    gen_images(root / "src", 4, 30)
     (root / "mnt").mkdir()
     (root / "slow").mkdir()
     (root / "src" / "labels.csv").write_text("not a sample\n")
