@@ -139,7 +139,6 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     if (iov.empty()) fuse_reply_buf(req, nullptr, 0);
     else fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
     if (rc) {  // the copy into the reader's buffer happens inside the reply call
-      bump(rc->replies);
       bump(rc->bytes, bytes);
       bump(rc->ns, steady_ns() - t0);
     }

@@ -62,7 +62,6 @@ struct SourceCounters {
 // buffer during the call), filled by the sessions of the data views for the profiler's copy
 // bandwidth. Here rather than in fuse/ so the core reads it without knowing FUSE.
 struct ReplyCounters {
-  std::atomic<uint64_t> replies{0};
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> ns{0};  // wall time inside the reply calls, summed over threads
 };

@@ -7,8 +7,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "prepfs/common/stats.h"
 #include "prepfs/core/filesystem.h"

@@ -7,13 +7,9 @@
 // tree stays read-only and answers EROFS, as the rest of the mount does.
 #pragma once
 
-#include <atomic>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "prepfs/core/filesystem.h"

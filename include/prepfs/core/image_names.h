@@ -26,7 +26,6 @@ class ImageNames {
   bool visible(uint32_t node) const;
   // The name node has in the view.
   std::string name(uint32_t node) const;
-  const std::string& extension() const { return ext_; }
 
  private:
   bool claims(uint32_t node, std::string_view stem) const;

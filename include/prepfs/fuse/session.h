@@ -40,7 +40,6 @@ class FuseSession {
   void mount();  // throws Error with a clear message
   void start();  // serves requests on background threads
   void stop();   // unmounts and waits for the workers; safe to call twice
-  bool running() const { return loop_.joinable(); }
 
   // Asks the kernel to drop cached pages and attributes of ino; asynchronous, since a request
   // handler must not block on the kernel's invalidation of its own inode.
