@@ -180,8 +180,9 @@ def make_dataset(root, files=120, seed=1):
             f.write(data)
         os.chmod(os.path.join(root, rel), 0o640 if i % 5 == 0 else 0o644)
         digests[rel] = hashlib.sha256(data).hexdigest()
-    os.symlink("../a/f001.jpg" if os.path.exists(os.path.join(root, "a/f001.jpg")) else "nowhere",
-               os.path.join(root, "class 01/link_rel"))
+    # A relative link to a real file (file 2 is never empty), from one level down.
+    target = next(r for r in digests if os.path.basename(r) == "f002.jpg")
+    os.symlink(os.path.join("..", target), os.path.join(root, "class 01/link_rel"))
     os.symlink("/etc/hostname", os.path.join(root, "a/link_abs"))
     os.symlink("dangling_target", os.path.join(root, "a/b/dangling"))
     return digests

@@ -24,7 +24,7 @@ from prepfs_harness import PREPFS_BIN
 
 S3RVER_VERSION = "3.7.1"
 ACCESS_KEY = "S3RVER"
-SECRET_KEY = "S3RVER"
+SECRET_KEY = "s3-secret-Zq9/x"  # distinct from the key id, so a leak check can find it
 
 
 def install_dir():

@@ -108,7 +108,7 @@ def test_every_object_is_byte_identical(server, mount):
         assert os.stat(got[rel]).st_size == len(data), rel
         assert sha256_file(got[rel]) == hashlib.sha256(data).hexdigest(), rel
     log = mount.log_text()
-    assert SECRET_KEY + "\n" not in log and "Authorization" not in log
+    assert SECRET_KEY not in log and "Authorization" not in log
 
 
 def test_listing_over_1000_keys(mount):
@@ -245,7 +245,7 @@ def run_prepfs(source, mnt, ssd, opts, env=None, timeout=60):
 
 def assert_one_clear_line(res, *words):
     harness.assert_one_clear_line(res, *words)
-    assert SECRET_KEY not in res.stderr.replace(ACCESS_KEY, "")
+    assert SECRET_KEY not in res.stderr
 
 
 def test_wrong_bucket_is_one_clear_error(server, tmp_path):

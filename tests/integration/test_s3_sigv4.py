@@ -49,7 +49,7 @@ def test_mount_signs_every_request(tmp_path, monkeypatch, token):
 def test_wrong_secret_is_refused_with_one_clear_line(tmp_path):
     import subprocess
 
-    from prepfs_harness import PREPFS_BIN
+    from prepfs_harness import PREPFS_BIN, assert_one_clear_line
     srv = VerifyingS3("bkt", {"ds/x": b"x"}, "AKIDEXAMPLE", "right-secret")
     try:
         (tmp_path / "mnt").mkdir()
@@ -58,9 +58,7 @@ def test_wrong_secret_is_refused_with_one_clear_line(tmp_path):
         res = subprocess.run([PREPFS_BIN, "s3://bkt/ds", str(tmp_path / "mnt"), "-o",
                               f"ssd_dir={tmp_path / 'ssd'},s3_endpoint={srv.endpoint}"],
                              capture_output=True, text=True, timeout=60, env=env)
-        assert res.returncode != 0
-        lines = [l for l in res.stderr.splitlines() if l.strip()]
-        assert len(lines) == 1 and "access denied" in lines[0], res.stderr
+        assert_one_clear_line(res, "access denied")
         assert "wrong-secret" not in res.stderr
         assert srv.failures and "signature mismatch" in srv.failures[0]
     finally:

@@ -186,7 +186,26 @@ TEST(TierManager, ConcurrentMissesFillOnce) {
 TEST(TierManager, FillErrorsReachEveryWaiterAndAreNotCached) {
   test::TempDir dir;
   TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
-  EXPECT_THROW(tm.get_or_fill(key_for("x"), Form::raw, []() -> ChunkRef { throw Error(EIO, "boom"); }), Error);
+  std::atomic<int> fills{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; t++)
+    threads.emplace_back([&] {
+      try {
+        tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
+          fills++;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the others join this fill
+          throw Error(EIO, "boom");
+        });
+      } catch (const Error& e) {
+        if (e.err() == EIO) errors++;
+      }
+    });
+  for (auto& th : threads) th.join();
+  // Every caller saw the error; the 16 callers shared far fewer fills than 16 (a caller arriving
+  // after a failed fill starts its own: errors are not cached).
+  EXPECT_EQ(errors.load(), 16);
+  EXPECT_LT(fills.load(), 16);
+  EXPECT_GT(load(tm.counters().joined), 0u);
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("ok"); })), "ok");
 }
 
