@@ -226,6 +226,7 @@ void SsdTier::writer_loop() {
     Job job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
+    writing_ = job.key;
     lock.unlock();
     write_entry(job);
     lock.lock();
@@ -240,7 +241,7 @@ void SsdTier::write_entry(const Job& job) {
   std::vector<CacheKey> evicted;
   {
     std::lock_guard lock(mu_);
-    if (index_.contains(job.key)) return;
+    if (doomed_.erase(job.key) || index_.contains(job.key)) return;
     // Space is reserved before the write so the files on disk never exceed the budget.
     if (!index_.admit(job.key, disk_size, job.form, &evicted)) {
       bump(counters_.rejected);
@@ -286,8 +287,15 @@ void SsdTier::write_entry(const Job& job) {
     }
   }
   uint64_t io_ns = steady_ns() - t0;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   pending_.erase(job.key);
+  if (err == 0 && doomed_.erase(job.key)) {  // erased while being written: it must not stay
+    index_.remove(job.key);
+    forms_.erase(job.key);
+    lock.unlock();
+    ::unlink(final_path.c_str());
+    return;
+  }
   if (err == 0) {
     bump(counters_.inserts);
     bump(counters_.write_bytes, disk_size);
@@ -324,9 +332,30 @@ void SsdTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
 }
 
 void SsdTier::erase(const CacheKey& key) {
+  // A queued write of the key is dropped; one the writer has in hand is doomed (the writer drops
+  // it); a landed entry is removed. A write that outlived its erase would hold its form's quota
+  // for good (a form at its quota refuses, it does not age entries out).
+  bool in_hand = false;
+  {
+    std::lock_guard lock(q_mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->key == key) {
+        queued_bytes_ -= it->chunk->size();
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    in_hand = busy_ && writing_ == key;
+    if (queue_.empty() && !busy_) idle_cv_.notify_all();
+  }
   {
     std::lock_guard lock(mu_);
-    if (pending_.count(key) || !index_.remove(key)) return;  // a pending write lands; LRU ages it out
+    if (pending_.count(key) || (in_hand && !index_.contains(key))) {
+      doomed_.insert(key);
+      return;
+    }
+    if (!index_.remove(key)) return;
   }
   unlink_keys({key});
 }

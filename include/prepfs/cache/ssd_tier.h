@@ -81,6 +81,8 @@ class SsdTier {
   TierIndex index_;
   std::unordered_set<CacheKey, CacheKeyHash> pending_;  // admitted, not yet renamed into place
   std::unordered_map<CacheKey, Form, CacheKeyHash> forms_;
+  // Erased while the writer had them in hand: the writer drops them instead of landing them.
+  std::unordered_set<CacheKey, CacheKeyHash> doomed_;
   bool full_logged_ = false;
 
   std::mutex q_mu_;
@@ -88,6 +90,7 @@ class SsdTier {
   std::deque<Job> queue_;
   uint64_t queued_bytes_ = 0;
   bool busy_ = false;
+  CacheKey writing_{};  // the job the writer took, while busy_
   bool stop_ = false;
   std::thread writer_;
 };
