@@ -156,8 +156,19 @@ ChunkRef SsdTier::get(const CacheKey& key) {
   };
   uint64_t t0 = steady_ns();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {  // evicted between the index check and the open: a plain miss
+  if (fd < 0) {  // evicted between the index check and the open, or removed from outside: a miss
     bump(counters_.misses);
+    if (errno == ENOENT) {
+      // Still indexed with no file: drop it, or put_async would count it as present forever. (A
+      // rewrite of the key racing this open loses its entry too: one more miss, never wrong bytes.)
+      bool dropped = false;
+      {
+        std::lock_guard lock(mu_);
+        dropped = !pending_.count(key) && index_.remove(key);
+        if (dropped) forms_.erase(key);
+      }
+      if (dropped) ::unlink(path.c_str());
+    }
     return nullptr;
   }
   struct stat st;

@@ -92,7 +92,7 @@ bool TierIndex::remove(const CacheKey& key) {
 void TierIndex::set_budget(uint64_t budget, std::vector<CacheKey>* evicted) {
   budget_ = budget;
   while (bytes_ > budget_) {
-    std::optional<CacheKey> v = policy_->victim();
+    std::optional<CacheKey> v = victim_for_room();  // forms above their quota go first, as in admit
     if (!v) v = entries_.begin()->first;  // no-eviction policy: shrinking must still hold the budget
     if (evicted) evicted->push_back(*v);
     erase_entry(entries_.find(*v));

@@ -114,6 +114,20 @@ TEST(SsdTier, EraseOfAQueuedOrInFlightWriteLeavesNothingBehind) {
   EXPECT_EQ(again.entries(), 0u) << "an erased entry must not come back after a restart";
 }
 
+TEST(SsdTier, AnEntryWhoseFileVanishedIsDroppedAndCanBeWrittenAgain) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of("payload"), Form::raw));
+  ssd.flush();
+  ASSERT_EQ(::unlink(ssd.path_of(key_for("x"), Form::raw).c_str()), 0);  // removed from outside
+  EXPECT_FALSE(ssd.get(key_for("x")));
+  EXPECT_EQ(ssd.entries(), 0u);
+  ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of("payload"), Form::raw));
+  ssd.flush();
+  EXPECT_EQ(str(ssd.get(key_for("x"))), "payload");
+}
+
 TEST(SsdTier, ChecksumFailureIsAMissAndRemovesTheEntry) {
   test::TempDir dir;
   TierCounters c;
