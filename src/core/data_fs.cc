@@ -90,7 +90,10 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
     tree_.set_version(id, FileVersion{st.size, st.mtime_ns});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    if (invalidate_) invalidate_(raw_ino(id));
+    if (invalidate_) {
+      invalidate_(raw_ino(id));
+      if (names_) invalidate_(ino_of(kDecoded, id));  // its decoded/ pages are derived from the old bytes
+    }
   } catch (const Error& e) {
     spdlog::warn("revalidating {}: {}", path, e.what());
   }
@@ -201,12 +204,13 @@ std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   std::string path = tree_.path(id);
   const uint64_t cs = cfg_.chunk_size;
   bump(counters_.reads);
-  auto admission = [&](uint32_t node) { return placer_ ? placer_->admission(node, Form::raw) : Admission{}; };
+  // Once per read, not per chunk: it hashes the path.
+  const Admission admit = placer_ ? placer_->admission(id, path, Form::raw) : Admission{};
   try {
     for (uint64_t pos = off; pos < off + size;) {
       uint64_t idx = pos / cs, chunk_start = idx * cs;
       size_t chunk_len = static_cast<size_t>(std::min<uint64_t>(cs, v.size - chunk_start));
-      ChunkRef c = raw_chunk(source_, cache_, path, v, idx, cs, admission(id));
+      ChunkRef c = raw_chunk(source_, cache_, path, v, idx, cs, admit);
       size_t in_chunk = static_cast<size_t>(pos - chunk_start);
       size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_len - in_chunk, off + size - pos));
       out.push_back(Slice{c, c->data() + in_chunk, n});

@@ -64,9 +64,9 @@ void Placer::for_each_moved(const Layout& from, const Layout& to,
   }
 }
 
-Admission Placer::admission(uint32_t node, Form form) const {
+Admission Placer::admission(uint32_t node, std::string_view path, Form form) const {
   if (!active_.load(std::memory_order_acquire) || !tree_.dims(node).is_image()) return Admission{};
-  std::optional<Slot> s = slot_of(sample_hash(tree_.path(node)));
+  std::optional<Slot> s = slot_of(sample_hash(path));
   if (!s || s->form != form) return Admission::none();
   return Admission{s->tier == model::Tier::kRam, s->tier == model::Tier::kSsd};
 }

@@ -43,7 +43,9 @@ class Placer {
 
   // Where a fill of `form` of `node` may be kept. Before the first set(), and for files that are
   // not images, everywhere.
-  Admission admission(uint32_t node, Form form) const;
+  Admission admission(uint32_t node, Form form) const { return admission(node, tree_.path(node), form); }
+  // The same when the caller already holds the node's path (the read path builds it once).
+  Admission admission(uint32_t node, std::string_view path, Form form) const;
 
   // The slot of a sample by its hash (nullopt: not cached in any form).
   std::optional<Slot> slot_of(uint64_t sample_hash) const;
