@@ -93,9 +93,9 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     if (!first) status_.moves++;
     enforce(next, planning);
   }
+  const model::Prediction pr = model::predict(planning, enforced_);
   spdlog::info("partition ({}): {}: {}, predicted {:.1f} samples/s, bound by {}", cfg_.fixed ? "fixed" : "auto", reason,
-               placement_text(enforced_), model::predict(planning, enforced_).throughput,
-               model::resource_name(model::predict(planning, enforced_).binding));
+               placement_text(enforced_), pr.throughput, model::resource_name(pr.binding));
 }
 
 void Planner::plan_now(const std::string& reason) {
@@ -129,16 +129,14 @@ std::string Planner::report_text() {
   std::lock_guard lock(mu_);
   const model::Inputs now = planning_inputs(measured);
   model::Plan shown = model::solve(now);  // what auto would choose with today's inputs
+  const std::string optimum = placement_text(shown.placement);
+  shown.placement = enforced_;  // the report is about what this mount enforces
+  shown.prediction = model::predict(now, enforced_);
   std::string head;
   if (cfg_.fixed) {
-    shown.placement = enforced_;
-    shown.prediction = model::predict(now, enforced_);
     shown.caching_helps = true;  // the user's choice: "cannot help" would describe the optimum, not it
-    head = "prepfs plan: partition=fixed (enforced as below; `partition=auto` would choose " +
-           placement_text(model::solve(now).placement) + ")\n";
+    head = "prepfs plan: partition=fixed (enforced as below; `partition=auto` would choose " + optimum + ")\n";
   } else {
-    shown.placement = enforced_;
-    shown.prediction = model::predict(now, enforced_);
     head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved); last: {}\n",
                        status_.plans, status_.moves, status_.moved_samples, status_.last_reason);
   }
