@@ -1,5 +1,6 @@
-// prepfs: mount a dataset directory with raw/ (and later decoded/, augmented/) views served from
-// a RAM + SSD cache. This file only parses the command line, daemonizes and waits for a signal.
+// prepfs: mount a dataset directory or bucket with raw/, decoded/ and augmented/ views served
+// from a RAM + SSD cache. This file parses the command line, daemonizes, builds the Daemon and
+// its front doors (the FUSE mount, the optional metrics endpoint) and waits for a signal.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,8 +15,10 @@
 #include "prepfs/common/error.h"
 #include "prepfs/common/log.h"
 #include "prepfs/common/options.h"
+#include "prepfs/daemon/daemon.h"
 #include "prepfs/fuse/mount.h"
 #include "prepfs/fuse/sd_notify.h"
+#include "prepfs/http/metrics_http.h"
 #include "prepfs_config.h"
 
 namespace {
@@ -56,7 +59,7 @@ int main(int argc, char** argv) {
   std::string config_file;
 
   CLI::App app{"prepfs " PREPFS_VERSION " - the preprocessing filesystem: a FUSE cache that serves a dataset\n"
-               "directory as raw/ from RAM and a local SSD.",
+               "(a directory or an s3:// bucket) as raw/, decoded/ and augmented/ from RAM and a local SSD.",
                "prepfs"};
   app.get_formatter()->column_width(26);
   app.add_option("SOURCE", opts.source, "dataset directory (for example an NFS mount)");
@@ -122,15 +125,24 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  std::unique_ptr<prepfs::Daemon> daemon;
   std::unique_ptr<prepfs::Mount> mount;
+  std::unique_ptr<prepfs::MetricsHttpServer> metrics_http;
   try {
-    mount = prepfs::Mount::start(opts);
+    opts.mountpoint = prepfs::check_mountpoint(opts.mountpoint);  // before any work on the source
+    daemon = std::make_unique<prepfs::Daemon>(opts);
+    mount = prepfs::Mount::start(*daemon, opts);
+    if (!opts.metrics_addr.empty()) {
+      metrics_http = std::make_unique<prepfs::MetricsHttpServer>(opts.metrics_addr,
+                                                                 [d = daemon.get()] { return d->metrics_text(); });
+      spdlog::info("Prometheus metrics at http://{}/metrics", opts.metrics_addr);
+    }
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;  // the parent sees the pipe close without a status byte
   }
-  spdlog::info("{}", mount->summary());
-  prepfs::sd_notify_ready(mount->summary());
+  spdlog::info("{}", daemon->summary());
+  prepfs::sd_notify_ready(daemon->summary());
 
   if (!opts.foreground) {
     char ok = 0;
@@ -150,8 +162,11 @@ int main(int argc, char** argv) {
   int sig = wait_for_signal(set);
   spdlog::info("{}: unmounting {}", strsignal(sig), opts.mountpoint);
   prepfs::sd_notify_stopping();
+  metrics_http.reset();
+  daemon->stop();  // no re-plans while the mount goes away
   mount->stop();
   mount.reset();
+  daemon.reset();
   spdlog::info("stopped cleanly");
   return 0;
 }

@@ -7,15 +7,6 @@
 
 namespace prepfs {
 
-const char* form_name(Form f) {
-  switch (f) {
-    case Form::raw: return "raw";
-    case Form::decoded: return "decoded";
-    case Form::augmented: return "augmented";
-  }
-  return "?";
-}
-
 std::string CacheKey::hex() const {
   static const char* digits = "0123456789abcdef";
   std::string s(32, '0');
@@ -47,9 +38,11 @@ CacheKey make_key(const KeyFields& f) {
     int64_t mtime_ns;
     uint64_t pipeline_hash;
     uint64_t chunk;
+    uint64_t chunk_size;
     uint32_t variant;
     uint8_t form;
-  } fixed{f.size, f.mtime_ns, f.pipeline_hash, f.chunk, f.variant, static_cast<uint8_t>(f.form)};
+  } fixed{f.version.size, f.version.mtime_ns, f.pipeline_hash, f.chunk, f.chunk_size, f.variant,
+          static_cast<uint8_t>(f.form)};
   XXH3_state_t state;
   XXH3_128bits_reset(&state);
   XXH3_128bits_update(&state, &fixed, sizeof fixed);

@@ -45,7 +45,7 @@ bool RamTier::erase(const CacheKey& key) {
   return index_.remove(key);
 }
 
-void RamTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
+void RamTier::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {
   std::lock_guard lock(mu_);
   index_.set_form_quotas(quotas);
 }

@@ -20,7 +20,7 @@ namespace prepfs {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'C', '\0'};
-const char kFormSuffix[kFormCount] = {'r', 'd', 'a'};
+const char kFormSuffix[kForms] = {'r', 'd', 'a'};
 
 uint64_t header_checksum(const SsdEntryHeader& h) {
   return XXH3_64bits(&h, offsetof(SsdEntryHeader, header_checksum));
@@ -89,9 +89,9 @@ void SsdTier::load_existing() {
       std::string name = de->d_name;
       CacheKey key;
       if (name.size() != 34 || name[32] != '-' || !CacheKey::from_hex(name.substr(0, 32), &key)) continue;
-      const char* suffix = std::find(kFormSuffix, kFormSuffix + kFormCount, name[33]);
+      const char* suffix = std::find(kFormSuffix, kFormSuffix + kForms, name[33]);
       struct stat st;
-      if (suffix == kFormSuffix + kFormCount || fstatat(dirfd(d), de->d_name, &st, 0) != 0) continue;
+      if (suffix == kFormSuffix + kForms || fstatat(dirfd(d), de->d_name, &st, 0) != 0) continue;
       if (static_cast<uint64_t>(st.st_size) < sizeof(SsdEntryHeader)) {
         unlinkat(dirfd(d), de->d_name, 0);
         continue;
@@ -337,7 +337,7 @@ void SsdTier::write_entry(const Job& job) {
   }
 }
 
-void SsdTier::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
+void SsdTier::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {
   std::lock_guard lock(mu_);
   index_.set_form_quotas(quotas);
 }

@@ -57,9 +57,9 @@ bool TierIndex::touch(const CacheKey& key) {
   return true;
 }
 
-void TierIndex::set_form_quotas(const std::array<uint64_t, kFormCount>& quotas) {
+void TierIndex::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {
   quota_ = quotas;
-  for (size_t f = 0; f < kFormCount; f++) {
+  for (size_t f = 0; f < kForms; f++) {
     if (form_policy_[f]) continue;
     // Seed the form's policy with the entries it already holds (in no particular order: the
     // first quota evictions after a change of partition are arbitrary among that form).
@@ -73,7 +73,7 @@ std::optional<CacheKey> TierIndex::victim_for_room() {
   // A form above its quota (the partition moved away from it) gives room first: migration to a
   // new partition evicts old entries only as the new ones arrive, so hits on the old placement
   // keep coming until the new one is in place.
-  for (size_t f = 0; f < kFormCount; f++) {
+  for (size_t f = 0; f < kForms; f++) {
     if (!form_policy_[f] || form_bytes_[f] <= quota_[f]) continue;
     if (std::optional<CacheKey> v = form_policy_[f]->victim()) return v;
     for (const auto& [k, m] : entries_)  // a no-eviction policy still yields to a lowered quota

@@ -26,13 +26,18 @@ void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
 }
 
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit) {
-  auto& pf = counters_.by_form[static_cast<int>(form)];
+  auto& pf = counters_.by_form[index_of(form)];
+  // A last use takes a cached copy with it: nobody will ask for this entry again.
+  auto served = [&](ChunkRef c) {
+    if (admit.last_use) erase(key);
+    return c;
+  };
   if (ChunkRef hit = ram_->get(key)) {
     bump(pf.ram_hits);
     bump(pf.ram_hit_bytes, hit->size());
-    return hit;
+    return served(std::move(hit));
   }
-  if (ChunkRef recent = recent_get(key)) return recent;
+  if (ChunkRef recent = recent_get(key)) return served(std::move(recent));
 
   std::promise<ChunkRef> promise;
   {
@@ -42,7 +47,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
       std::shared_future<ChunkRef> pending = it->second;
       lock.unlock();
       bump(counters_.joined);
-      return pending.get();  // rethrows the filler's error
+      return served(pending.get());  // rethrows the filler's error
     }
     inflight_.emplace(key, promise.get_future().share());
   }
@@ -64,15 +69,15 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
       bump(pf.misses);
       bump(pf.miss_bytes, chunk->size());
       if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form);
-      // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
-      // queued, and may not be readable back for a while).
-      if (!admit.ram) recent_put(key, chunk);
     } else {
       bump(pf.ssd_hits);
       bump(pf.ssd_hit_bytes, chunk->size());
-      if (!admit.ram) recent_put(key, chunk);
+      if (admit.last_use) ssd_->erase(key);
     }
+    // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
+    // queued, and may not be readable back for a while).
     if (admit.ram) ram_->put(key, chunk, form);
+    else if (!admit.last_use) recent_put(key, chunk);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -98,11 +103,11 @@ void TierManager::erase(const CacheKey& key) {
   if (ssd_) ssd_->erase(key);
 }
 
-void TierManager::set_partition(const std::array<double, kFormCount>& ram_shares,
-                                const std::array<double, kFormCount>& ssd_shares) {
-  auto quotas = [](uint64_t budget, const std::array<double, kFormCount>& shares) {
-    std::array<uint64_t, kFormCount> q{};
-    for (int f = 0; f < kFormCount; f++)
+void TierManager::set_partition(const std::array<double, kForms>& ram_shares,
+                                const std::array<double, kForms>& ssd_shares) {
+  auto quotas = [](uint64_t budget, const std::array<double, kForms>& shares) {
+    std::array<uint64_t, kForms> q{};
+    for (size_t f = 0; f < kForms; f++)
       q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
     return q;
   };

@@ -6,12 +6,14 @@
 #include <cerrno>
 
 #include "prepfs/common/error.h"
+#include "prepfs/core/dir_listing.h"
 #include "prepfs/transform/encoders.h"
 
 namespace prepfs {
 
-AugmentedFs::AugmentedFs(const Tree& tree, SampleRenderer& renderer, unsigned aug_reuse, double timeout)
-    : tree_(tree), renderer_(renderer), names_(tree, transform::extension(renderer.config().format)),
+AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
+                         double timeout)
+    : tree_(tree), store_(store), counters_(counters), names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)), timeout_(timeout), opens_(new std::atomic<uint32_t>[tree.size()]) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
@@ -32,7 +34,7 @@ Attr AugmentedFs::attr(uint32_t node) const {
     a.nlink = 2;
   } else {
     a.mode = S_IFREG | (n.mode & 0444);
-    a.size = renderer_.augmented_size(node);  // every variant has the same size
+    a.size = store_.shapes().augmented_size(tree_.dims(node));  // every variant has the same size
   }
   return a;
 }
@@ -49,16 +51,13 @@ void AugmentedFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   uint32_t dir = node_of(ino);
   if (!tree_.is_dir(dir)) throw Error(ENOTDIR, "not a directory");
   const Node& d = tree_.node(dir);
-  for (uint64_t off = offset; off < 2 + uint64_t(d.nchildren); off++) {
-    bool more = true;
-    if (off == 0) more = emit(".", attr(dir), 1);
-    else if (off == 1) more = emit("..", attr(dir == Tree::kRoot ? dir : d.parent), 2);
-    else {
-      uint32_t child = d.first_child + static_cast<uint32_t>(off - 2);
-      if (names_.visible(child)) more = emit(names_.name(child), attr(child), off + 1);
-    }
-    if (!more) return;
-  }
+  list_dir(offset, attr(dir), [&] { return attr(dir == Tree::kRoot ? dir : d.parent); }, d.nchildren,
+           [&](uint64_t i) -> std::optional<DirEntry> {
+             const uint32_t child = d.first_child + static_cast<uint32_t>(i);
+             if (!names_.visible(child)) return std::nullopt;
+             return DirEntry{names_.name(child), attr(child)};
+           },
+           emit);
 }
 
 std::string AugmentedFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }
@@ -67,12 +66,11 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
   uint32_t node = node_of(ino);
   if (!S_ISREG(tree_.node(node).mode)) throw Error(EISDIR, "not a regular file");
-  bump(counters_.opens);
+  bump(counters_.augmented_opens);
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
-  uint32_t variant = n / aug_reuse_;
-  ChunkRef bytes = renderer_.augmented(node, variant);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
-  if (n % aug_reuse_ == aug_reuse_ - 1) renderer_.forget_augmented(node, variant);
+  const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
+  ChunkRef bytes = store_.augmented(store_.resolve(node), n / aug_reuse_, last_serve);
   OpenReply r;
   r.fh = open_.add(bytes, bytes->data(), bytes->size());
   r.direct_io = true;  // never let the page cache hand out an older variant

@@ -8,6 +8,7 @@
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
+#include "prepfs/core/dir_listing.h"
 
 namespace prepfs {
 
@@ -56,18 +57,14 @@ Attr ControlFs::lookup(uint64_t parent, std::string_view name) {
 void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   if (ino != 1) throw Error(ENOTDIR, "not a directory");
   Attr dir = getattr(1);
-  for (uint64_t off = offset; off < files_.size() + 2; off++) {
-    bool more;
-    if (off < 2) {
-      more = emit(off == 0 ? "." : "..", dir, off + 1);
-    } else {
-      Attr a;
-      a.ino = off;
-      a.mode = mode_of(files_[off - 2]);
-      more = emit(files_[off - 2].name, a, off + 1);
-    }
-    if (!more) return;
-  }
+  list_dir(offset, dir, [&] { return dir; }, files_.size(),
+           [&](uint64_t i) -> std::optional<DirEntry> {
+             Attr a;
+             a.ino = i + 2;
+             a.mode = mode_of(files_[i]);
+             return DirEntry{files_[i].name, a};
+           },
+           emit);
 }
 
 std::string ControlFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }

@@ -1,30 +1,29 @@
 #include "prepfs/core/data_fs.h"
 
-#include "prepfs/core/raw_chunk.h"
-
-#include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 
-#include "prepfs/cache/key.h"
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
+#include "prepfs/core/dir_listing.h"
 
 namespace prepfs {
 namespace {
 
 constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let the kernel keep it
 
-
 }  // namespace
 
-DataFs::DataFs(Source& source, Tree& tree, TierManager& cache, SampleRenderer* renderer, const DataFsConfig& cfg)
-    : source_(source), tree_(tree), cache_(cache), renderer_(renderer),
-      cfg_(cfg), mount_time_ns_(wall_clock_ns()) {
-  if (renderer_) names_ = std::make_unique<ImageNames>(tree_, transform::extension(renderer_->config().format));
+DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& counters, Invalidations& invalidations,
+               const DataFsConfig& cfg)
+    : tree_(tree), source_(source), store_(store), counters_(counters), invalidations_(invalidations), cfg_(cfg),
+      mount_time_ns_(wall_clock_ns()) {
+  if (cfg_.image_views)
+    names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
   if (cfg_.metadata_ttl >= 0) {
     validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
     for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
@@ -65,7 +64,7 @@ Attr DataFs::node_attr(View view, uint32_t id) {
   a.size = S_ISDIR(n.mode) ? 0 : v.size;
   if (view == kDecoded && S_ISREG(n.mode)) {
     a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
-    a.size = renderer_->decoded_size(id);
+    a.size = store_.shapes().decoded_size(tree_.dims(id));
   }
   a.mtime_ns = v.mtime_ns;
   a.nlink = S_ISDIR(n.mode) ? 2 : 1;
@@ -90,10 +89,8 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
     tree_.set_version(id, FileVersion{st.size, st.mtime_ns});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    if (invalidate_) {
-      invalidate_(raw_ino(id));
-      if (names_) invalidate_(ino_of(kDecoded, id));  // its decoded/ pages are derived from the old bytes
-    }
+    invalidations_.push(raw_ino(id));
+    if (names_) invalidations_.push(ino_of(kDecoded, id));  // its decoded/ pages derive from the old bytes
   } catch (const Error& e) {
     spdlog::warn("revalidating {}: {}", path, e.what());
   }
@@ -121,44 +118,34 @@ Attr DataFs::lookup(uint64_t parent, std::string_view name) {
 }
 
 void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
-  // Offsets: 0 is ".", 1 is "..", 2 + i is the i-th entry (for tree directories, the i-th child
-  // of the source directory; children a view hides are skipped but keep their offsets).
-  uint64_t parent_ino;
-  std::vector<std::pair<std::string_view, Attr>> fixed;
-  uint32_t first = 0, count = 0;
-  View view = kRaw;
   if (ino == kRootIno) {
-    parent_ino = kRootIno;
-    fixed = {{kControlDirName, dir_attr(kControlDirIno)}};
+    std::vector<DirEntry> fixed = {{kControlDirName, dir_attr(kControlDirIno)}};
     if (names_) {
       fixed.push_back({kAugmentedDirName, dir_attr(kAugmentedDirIno)});
       fixed.push_back({kDecodedDirName, node_attr(kDecoded, Tree::kRoot)});
     }
     fixed.push_back({kRawDirName, node_attr(kRaw, Tree::kRoot)});
-  } else if (ino == kControlDirIno || ino == kAugmentedDirIno) {
-    parent_ino = kRootIno;
-  } else {
-    auto [v, id] = node_of(ino);
-    view = v;
-    if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
-    parent_ino = id == Tree::kRoot ? kRootIno : ino_of(view, tree_.node(id).parent);
-    first = tree_.node(id).first_child;
-    count = tree_.node(id).nchildren;
+    list_dir(offset, dir_attr(kRootIno), [&] { return dir_attr(kRootIno); }, fixed.size(),
+             [&](uint64_t i) { return std::optional<DirEntry>(fixed[i]); }, emit);
+    return;
   }
-  uint64_t total = 2 + fixed.size() + count;
-  for (uint64_t off = offset; off < total; off++) {
-    bool more;
-    if (off == 0) more = emit(".", getattr(ino), 1);
-    else if (off == 1) more = emit("..", getattr(parent_ino), 2);
-    else if (off - 2 < fixed.size()) more = emit(fixed[off - 2].first, fixed[off - 2].second, off + 1);
-    else {
-      uint32_t child = first + static_cast<uint32_t>(off - 2 - fixed.size());
-      if (view == kRaw) more = emit(tree_.name(child), node_attr(kRaw, child), off + 1);
-      else if (names_->visible(child)) more = emit(names_->name(child), node_attr(view, child), off + 1);
-      else more = true;
-    }
-    if (!more) return;
+  if (ino == kControlDirIno || ino == kAugmentedDirIno) {
+    list_dir(offset, dir_attr(ino), [&] { return dir_attr(kRootIno); }, 0, nullptr, emit);
+    return;
   }
+  auto [view, id] = node_of(ino);
+  if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
+  const Node& d = tree_.node(id);
+  // Children a view hides (non-images in decoded/) are skipped but keep their offsets.
+  list_dir(offset, getattr(ino),
+           [&, v = view] { return id == Tree::kRoot ? dir_attr(kRootIno) : getattr(ino_of(v, d.parent)); }, d.nchildren,
+           [&, v = view](uint64_t i) -> std::optional<DirEntry> {
+             const uint32_t child = d.first_child + static_cast<uint32_t>(i);
+             if (v == kRaw) return DirEntry{std::string(tree_.name(child)), node_attr(kRaw, child)};
+             if (!names_->visible(child)) return std::nullopt;
+             return DirEntry{names_->name(child), node_attr(v, child)};
+           },
+           emit);
 }
 
 std::string DataFs::readlink(uint64_t ino) {
@@ -181,11 +168,14 @@ std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t siz
   auto [view, id] = node_of(ino);
   if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
   if (off == 0 && tree_.dims(id).is_image()) bump(view == kRaw ? counters_.raw_samples : counters_.decoded_samples);
-  if (view == kRaw) return read_raw(id, off, size);
   bump(counters_.reads);
+  return view == kRaw ? read_raw(id, off, size) : read_decoded(id, off, size);
+}
+
+std::vector<Slice> DataFs::read_decoded(uint32_t id, uint64_t off, size_t size) {
   ChunkRef c;
   try {
-    c = renderer_->decoded(id);
+    c = store_.decoded(store_.resolve(id));
   } catch (const Error&) {
     bump(counters_.read_errors);
     throw;
@@ -197,28 +187,23 @@ std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t siz
 }
 
 std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
-  FileVersion v = tree_.version(id);
+  const Sample s = store_.resolve(id);  // once per read: path, version and slot
   std::vector<Slice> out;
-  if (off >= v.size || size == 0) return out;
-  size = static_cast<size_t>(std::min<uint64_t>(size, v.size - off));
-  std::string path = tree_.path(id);
-  const uint64_t cs = cfg_.chunk_size;
-  bump(counters_.reads);
-  // Once per read, not per chunk: it hashes the path.
-  const Admission admit = placer_ ? placer_->admission(id, path, Form::raw) : Admission{};
+  if (off >= s.version.size || size == 0) return out;
+  size = static_cast<size_t>(std::min<uint64_t>(size, s.version.size - off));
+  const uint64_t cs = store_.chunk_size();
   try {
     for (uint64_t pos = off; pos < off + size;) {
-      uint64_t idx = pos / cs, chunk_start = idx * cs;
-      size_t chunk_len = static_cast<size_t>(std::min<uint64_t>(cs, v.size - chunk_start));
-      ChunkRef c = raw_chunk(source_, cache_, path, v, idx, cs, admit);
-      size_t in_chunk = static_cast<size_t>(pos - chunk_start);
-      size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_len - in_chunk, off + size - pos));
+      const uint64_t idx = pos / cs, chunk_start = idx * cs;
+      ChunkRef c = store_.raw(s, idx);
+      const size_t in_chunk = static_cast<size_t>(pos - chunk_start);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(c->size() - in_chunk, off + size - pos));
       out.push_back(Slice{c, c->data() + in_chunk, n});
       pos += n;
     }
   } catch (const Error& e) {
     bump(counters_.read_errors);
-    spdlog::warn("read {}: {}", path, e.what());
+    spdlog::warn("read {}: {}", s.path, e.what());
     maybe_revalidate(id, true);  // a changed source file shows up here first
     throw;
   }

@@ -5,8 +5,6 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,281 +14,19 @@
 #include <vector>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/mountinfo.h"
+#include "prepfs/fuse/ops.h"
 
 namespace prepfs {
 namespace {
 
-constexpr unsigned kMaxTransfer = 1u << 20;  // max_write decides max_pages, and so the largest read
-
-FuseSession& session_of(fuse_req_t req) { return *static_cast<FuseSession*>(fuse_req_userdata(req)); }
-Filesystem& fs_of(fuse_req_t req) { return session_of(req).fs(); }
-
-// Runs one handler; any exception becomes an error reply. This is the only place where the
-// core's errors cross into FUSE.
-template <class F>
-void guarded(fuse_req_t req, const char* op, F&& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    int err = errno_of(e);
-    if (err != ENOENT) spdlog::debug("{}: {}", op, e.what());
-    fuse_reply_err(req, err);
-  }
-}
-
-struct stat to_stat(const Attr& a) {
-  struct stat st {};
-  st.st_ino = a.ino;
-  st.st_mode = a.mode;
-  st.st_nlink = a.nlink;
-  st.st_size = static_cast<off_t>(a.size);
-  st.st_blksize = 4096;
-  st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
-  st.st_mtim.tv_sec = a.mtime_ns / 1'000'000'000;
-  st.st_mtim.tv_nsec = a.mtime_ns % 1'000'000'000;
-  st.st_atim = st.st_mtim;
-  st.st_ctim = st.st_mtim;
-  return st;
-}
-
-fuse_entry_param to_entry(const Attr& a) {
-  fuse_entry_param e{};
-  e.ino = a.ino;
-  e.generation = 1;
-  e.attr = to_stat(a);
-  e.attr_timeout = a.timeout;
-  e.entry_timeout = a.timeout;
-  return e;
-}
-
-void op_init(void* userdata, fuse_conn_info* conn) {
-  auto* self = static_cast<FuseSession*>(userdata);
-  conn->max_write = kMaxTransfer;
-  conn->max_read = kMaxTransfer;  // must equal the max_read mount option
-  conn->time_gran = 1;
-  // Readahead and async reads are "background" requests, which the kernel caps at 12 in flight
-  // by default: with a slow source that, not the worker threads, would bound concurrency.
-  conn->max_background = static_cast<unsigned>(std::min(self->config().max_threads, 65535u));
-  conn->congestion_threshold = conn->max_background * 3 / 4;
-  // The tree only changes through explicit revalidation, which invalidates explicitly; asking
-  // the kernel to check mtimes on every read would add a GETATTR round trip per read.
-  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-  if (self->config().skip_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
-    spdlog::info("kernel lacks no_open support: every open will be a round trip");
-}
-
-void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  try {
-    fuse_entry_param e = to_entry(fs_of(req).lookup(parent, name));
-    fuse_reply_entry(req, &e);
-  } catch (const std::exception& ex) {
-    int err = errno_of(ex);
-    double neg = session_of(req).config().negative_timeout;
-    if (err == ENOENT && neg > 0) {  // remember the miss: loaders probe for names that do not exist
-      fuse_entry_param e{};
-      e.entry_timeout = neg;
-      fuse_reply_entry(req, &e);
-      return;
-    }
-    fuse_reply_err(req, err);
-  }
-}
-
-void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  guarded(req, "getattr", [&] {
-    Attr a = fs_of(req).getattr(ino);
-    struct stat st = to_stat(a);
-    fuse_reply_attr(req, &st, a.timeout);
-  });
-}
-
-void op_readlink(fuse_req_t req, fuse_ino_t ino) {
-  guarded(req, "readlink", [&] { fuse_reply_readlink(req, fs_of(req).readlink(ino).c_str()); });
-}
-
-void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  guarded(req, "open", [&] {
-    OpenReply r = fs_of(req).open(ino, fi->flags);
-    if (!r.needs_open && session_of(req).config().skip_open) {
-      // ENOSYS tells the kernel to stop sending OPEN and RELEASE on this connection and to keep
-      // the page cache: a warm small-file read then never leaves the kernel.
-      fuse_reply_err(req, ENOSYS);
-      return;
-    }
-    fi->fh = r.fh;
-    fi->keep_cache = r.keep_cache;
-    fi->direct_io = r.direct_io;
-    fuse_reply_open(req, fi);
-  });
-}
-
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  guarded(req, "read", [&] {
-    std::vector<Slice> slices = fs_of(req).read(ino, fi ? fi->fh : 0, static_cast<uint64_t>(off), size);
-    std::vector<iovec> iov;
-    iov.reserve(slices.size());
-    size_t bytes = 0;
-    for (const Slice& s : slices) {
-      iov.push_back(iovec{const_cast<char*>(s.data), s.len});
-      bytes += s.len;
-    }
-    ReplyCounters* rc = session_of(req).config().reply_counters;
-    uint64_t t0 = rc ? steady_ns() : 0;
-    if (iov.empty()) fuse_reply_buf(req, nullptr, 0);
-    else fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-    if (rc) {  // the copy into the reader's buffer happens inside the reply call
-      bump(rc->bytes, bytes);
-      bump(rc->ns, steady_ns() - t0);
-    }
-  });
-}
-
-void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  guarded(req, "release", [&] {
-    fs_of(req).release(ino, fi->fh);
-    fuse_reply_err(req, 0);
-  });
-}
-
-void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  guarded(req, "opendir", [&] {
-    Attr a = fs_of(req).getattr(ino);
-    if (!S_ISDIR(a.mode)) throw Error(ENOTDIR, "not a directory");
-    if (session_of(req).config().skip_open) {
-      fuse_reply_err(req, ENOSYS);  // as for OPEN: no per-handle state, skip the round trips
-      return;
-    }
-    fi->fh = 0;
-    fuse_reply_open(req, fi);
-  });
-}
-
-void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
-
-void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  guarded(req, "readdir", [&] {
-    std::vector<char> buf(size);
-    size_t used = 0;
-    fs_of(req).readdir(ino, static_cast<uint64_t>(off), [&](std::string_view name, const Attr& a, uint64_t next) {
-      std::string n(name);
-      size_t need;
-      if (plus) {
-        fuse_entry_param e = to_entry(a);
-        if (n == "." || n == "..") e = fuse_entry_param{};  // not looked up: no inode reference
-        if (n == "." || n == "..") e.attr = to_stat(a);
-        need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
-      } else {
-        struct stat st = to_stat(a);
-        need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
-      }
-      if (need > size - used) return false;
-      used += need;
-      return true;
-    });
-    fuse_reply_buf(req, buf.data(), used);
-  });
-}
-
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  readdir_common(req, ino, size, off, false);
-}
-
-void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  readdir_common(req, ino, size, off, true);
-}
-
-void op_statfs(fuse_req_t req, fuse_ino_t) {
-  guarded(req, "statfs", [&] {
-    FsStat s = fs_of(req).statfs();
-    struct statvfs v {};
-    v.f_bsize = s.bsize;
-    v.f_frsize = s.bsize;
-    v.f_blocks = s.blocks;
-    v.f_files = s.files;
-    v.f_namemax = s.namemax;
-    fuse_reply_statfs(req, &v);
-  });
-}
-
-// The tree is read-only; the mount is "ro" too, so the kernel normally answers these itself.
-// The one exception is the control session, mounted "rw" for its writable command files
-// (the Filesystem decides which; everything else answers EROFS).
-void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fuse_file_info*) {
-  // truncate(2) / O_TRUNC on a command file: accepted (timestamps that come with it are ignored).
-  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
-  if (!(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
-  guarded(req, "setattr", [&] {
-    Attr a = fs_of(req).truncate(ino, static_cast<uint64_t>(st->st_size));
-    struct stat out = to_stat(a);
-    fuse_reply_attr(req, &out, a.timeout);
-  });
-}
-void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { erofs(req); }
-void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { erofs(req); }
-void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
-void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
-void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { erofs(req); }
-void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { erofs(req); }
-void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { erofs(req); }
-void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { erofs(req); }
-void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  guarded(req, "write", [&] {
-    fuse_reply_write(req, fs_of(req).write(ino, fi->fh, static_cast<uint64_t>(off), std::string_view(buf, size)));
-  });
-}
-void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }
-void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
-
-const fuse_lowlevel_ops kOps = [] {
-  fuse_lowlevel_ops o{};
-  o.init = op_init;
-  o.lookup = op_lookup;
-  o.getattr = op_getattr;
-  o.readlink = op_readlink;
-  o.open = op_open;
-  o.read = op_read;
-  o.release = op_release;
-  o.opendir = op_opendir;
-  o.readdir = op_readdir;
-  o.readdirplus = op_readdirplus;
-  o.releasedir = op_releasedir;
-  o.statfs = op_statfs;
-  o.setattr = op_setattr;
-  o.mknod = op_mknod;
-  o.mkdir = op_mkdir;
-  o.unlink = op_unlink;
-  o.rmdir = op_rmdir;
-  o.symlink = op_symlink;
-  o.rename = op_rename;
-  o.link = op_link;
-  o.create = op_create;
-  o.write = op_write;
-  o.setxattr = op_setxattr;
-  o.removexattr = op_removexattr;
-  return o;
-}();
-
-// The FUSE connection number of a mount is its device minor, read from mountinfo (field 3 is
-// "major:minor", field 5 the mount point).
+// The FUSE connection number of a mount is its device minor; the last entry for a mount point
+// is the one on top.
 unsigned connection_id(const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
   unsigned id = 0;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    size_t pos = 0;
-    while (f.size() < 5) {
-      size_t sp = line.find(' ', pos);
-      f.push_back(line.substr(pos, sp - pos));
-      if (sp == std::string::npos) break;
-      pos = sp + 1;
-    }
-    if (f.size() == 5 && f[4] == mountpoint) id = static_cast<unsigned>(std::stoul(f[2].substr(f[2].find(':') + 1)));
-  }
-  return id;  // the last match is the one on top
+  for (const MountEntry& m : read_mountinfo())
+    if (m.mount_point == mountpoint) id = m.minor;
+  return id;
 }
 
 // The connection abort switch lives in fusectl, which is not always mounted.
@@ -325,7 +61,7 @@ void FuseSession::mount() {
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  se_ = fuse_session_new(&args, &kOps, sizeof kOps, this);
+  se_ = fuse_session_new(&args, &fuse_ops(), sizeof(fuse_lowlevel_ops), this);
   fuse_opt_free_args(&args);
   if (!se_) throw Error(EINVAL, "cannot create a FUSE session (see the messages above)");
   if (fuse_session_mount(se_, cfg_.mountpoint.c_str()) != 0)
@@ -335,7 +71,7 @@ void FuseSession::mount() {
   // Mounted now, not at stop: otherwise the grace period in stop() would watch a directory that
   // does not exist yet, end at once, and abort a connection that was about to close by itself.
   ensure_fusectl();
-  notifier_ = std::thread([this] { notify_loop(); });
+  if (cfg_.invalidations) notifier_ = std::thread([this] { notify_loop(); });
 }
 
 void FuseSession::start() {
@@ -357,11 +93,7 @@ void FuseSession::start() {
 
 void FuseSession::stop() {
   if (notifier_.joinable()) {
-    {
-      std::lock_guard lock(notify_mu_);
-      notify_stop_ = true;
-    }
-    notify_cv_.notify_all();
+    notify_stop_ = true;
     notifier_.join();
   }
   stopping_ = true;
@@ -383,25 +115,15 @@ void FuseSession::stop() {
   loop_.join();
 }
 
-void FuseSession::invalidate(uint64_t ino) {
-  {
-    std::lock_guard lock(notify_mu_);
-    notify_q_.push_back(ino);
-  }
-  notify_cv_.notify_one();
-}
-
+// Tells the kernel to drop what the core invalidated (a changed source file's pages and
+// attributes). On its own thread: a request handler must not block on the kernel's invalidation
+// of its own inode.
 void FuseSession::notify_loop() {
-  std::unique_lock lock(notify_mu_);
-  for (;;) {
-    notify_cv_.wait(lock, [&] { return notify_stop_ || !notify_q_.empty(); });
-    if (notify_stop_) return;
-    uint64_t ino = notify_q_.front();
-    notify_q_.pop_front();
-    lock.unlock();
-    int rc = fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
-    if (rc != 0 && rc != -ENOENT) spdlog::debug("invalidate inode {}: {}", ino, std::strerror(-rc));
-    lock.lock();
+  while (!notify_stop_.load()) {
+    for (uint64_t ino : cfg_.invalidations->wait(std::chrono::milliseconds(100))) {
+      int rc = fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
+      if (rc != 0 && rc != -ENOENT) spdlog::debug("invalidate inode {}: {}", ino, std::strerror(-rc));
+    }
   }
 }
 

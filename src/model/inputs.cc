@@ -2,22 +2,11 @@
 
 namespace prepfs::model {
 
-const char* form_name(Form f) {
-  switch (f) {
-    case Form::kRaw: return "raw";
-    case Form::kDecoded: return "decoded";
-    case Form::kAugmented: return "augmented";
-  }
-  return "?";
-}
-
-const char* tier_name(Tier t) { return t == Tier::kRam ? "ram" : "ssd"; }
-
 std::vector<NamedInput> named_inputs(const Inputs& in) {
   return {
-      {"size_raw", "B", in.size_of(Form::kRaw)},
-      {"size_decoded", "B", in.size_of(Form::kDecoded)},
-      {"size_augmented", "B", in.size_of(Form::kAugmented)},
+      {"size_raw", "B", in.size_of(Form::raw)},
+      {"size_decoded", "B", in.size_of(Form::decoded)},
+      {"size_augmented", "B", in.size_of(Form::augmented)},
       {"samples", "", in.samples},
       {"ram_capacity", "B", in.ram_capacity},
       {"ssd_capacity", "B", in.ssd_capacity},

@@ -51,19 +51,19 @@ std::array<double, kResources> loads(const Inputs& in, const Usage& u, double re
 // Usage of one request for the consumer's view when the sample is not cached (a miss), and when
 // it is cached in form f in tier t. Each sample is cached in at most one (form, tier).
 Usage miss_usage(const Inputs& in) {
-  const double s_raw = in.size_of(Form::kRaw);
+  const double s_raw = in.size_of(Form::raw);
   Usage u;
   u.source_bytes = s_raw;
   u.source_requests = 1;
   switch (in.view) {
-    case Form::kRaw: u.copy_bytes = s_raw; break;
-    case Form::kDecoded:
+    case Form::raw: u.copy_bytes = s_raw; break;
+    case Form::decoded:
       u.cpu_s = in.c_dec;
-      u.copy_bytes = in.size_of(Form::kDecoded);
+      u.copy_bytes = in.size_of(Form::decoded);
       break;
-    case Form::kAugmented:
+    case Form::augmented:
       u.cpu_s = in.c_dec + in.c_aug;
-      u.copy_bytes = in.size_of(Form::kAugmented);
+      u.copy_bytes = in.size_of(Form::augmented);
       break;
   }
   return u;
@@ -72,23 +72,23 @@ Usage miss_usage(const Inputs& in) {
 Usage hit_usage(const Inputs& in, Form f, Tier t) {
   const Usage miss = miss_usage(in);
   const double s_f = in.size_of(f);
-  const bool ssd = t == Tier::kSsd;
+  const bool ssd = t == Tier::ssd;
   Usage u;
   u.copy_bytes = miss.copy_bytes;  // the reply to the consumer
-  if (f == Form::kRaw) {
+  if (f == Form::raw) {
     // Everything a miss does but the fetch.
     u.cpu_s = miss.cpu_s;
     if (ssd) u.ssd_read_bytes = s_f;
     return u;
   }
-  if (f == Form::kDecoded) {
-    if (in.view == Form::kRaw) return miss;  // decoded pixels cannot serve raw bytes
-    u.cpu_s = in.view == Form::kAugmented ? in.c_aug_from_decoded : 0.0;
+  if (f == Form::decoded) {
+    if (in.view == Form::raw) return miss;  // decoded pixels cannot serve raw bytes
+    u.cpu_s = in.view == Form::augmented ? in.c_aug_from_decoded : 0.0;
     if (ssd) u.ssd_read_bytes = s_f;
     return u;
   }
   // Augmented.
-  if (in.view != Form::kAugmented) return miss;
+  if (in.view != Form::augmented) return miss;
   // A variant serves R requests: one generates it (a miss, plus storing it in the tier), the
   // other R-1 read it from the tier.
   const double r = std::max(1.0, in.aug_reuse);
@@ -123,7 +123,7 @@ bool feasible(const Inputs& in, const Placement& p, double tolerance) {
     for (double v : row)
       if (!(v >= 0)) return false;
   auto within = [&](double used, double cap) { return used <= cap + tolerance * std::max(1.0, cap); };
-  return within(p.bytes(in, Tier::kRam), in.ram_capacity) && within(p.bytes(in, Tier::kSsd), in.ssd_capacity) &&
+  return within(p.bytes(in, Tier::ram), in.ram_capacity) && within(p.bytes(in, Tier::ssd), in.ssd_capacity) &&
          within(p.total(), in.samples);
 }
 

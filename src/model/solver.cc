@@ -146,8 +146,8 @@ Placement single_form(const Inputs& in, Form f) {
   if (s <= 0 || in.samples <= 0) return p;
   const double ram = std::min(in.samples, std::floor(in.ram_capacity / s));
   const double ssd = std::min(in.samples - ram, std::floor(in.ssd_capacity / s));
-  p.at(f, Tier::kRam) = std::max(0.0, ram);
-  p.at(f, Tier::kSsd) = std::max(0.0, ssd);
+  p.at(f, Tier::ram) = std::max(0.0, ram);
+  p.at(f, Tier::ssd) = std::max(0.0, ssd);
   return p;
 }
 
@@ -155,7 +155,7 @@ Placement fixed_placement(const Inputs& in, const std::array<std::array<double, 
   Placement p;
   double left = std::max(0.0, in.samples);
   for (Tier t : kAllTiers) {
-    const double budget = t == Tier::kRam ? in.ram_capacity : in.ssd_capacity;
+    const double budget = t == Tier::ram ? in.ram_capacity : in.ssd_capacity;
     for (Form f : kAllForms) {
       const double s = in.size_of(f), share = shares[static_cast<std::size_t>(t)][static_cast<std::size_t>(f)];
       if (s <= 0 || share <= 0) continue;
@@ -190,7 +190,7 @@ Placement solve_continuous(const Inputs& in) {
   for (Tier t : kAllTiers) {  // sum_f x(f,t) S_f N <= capacity
     Row r;
     for (Form f : kAllForms) r.a[idx(f, t)] = in.size_of(f) * in.samples;
-    r.b = std::max(0.0, t == Tier::kRam ? in.ram_capacity : in.ssd_capacity);
+    r.b = std::max(0.0, t == Tier::ram ? in.ram_capacity : in.ssd_capacity);
     push_row(rows, r);
   }
   {  // sum x <= 1: each sample in at most one (form, tier)
@@ -245,7 +245,7 @@ Placement solve_continuous(const Inputs& in) {
   for (const auto& z : vertices) {
     if (z[kX] > best_tau + 1e-9 * std::max(1.0, best_tau)) continue;
     const Placement p = from_fractions(in, z);
-    const double ssd = p.bytes(in, Tier::kSsd), ram = p.bytes(in, Tier::kRam);
+    const double ssd = p.bytes(in, Tier::ssd), ram = p.bytes(in, Tier::ram);
     const double ssd_tol = 1e-9 * std::max(1.0, in.ssd_capacity), ram_tol = 1e-9 * std::max(1.0, in.ram_capacity);
     if (best == nullptr || ssd < best_ssd - ssd_tol || (ssd <= best_ssd + ssd_tol && ram < best_ram - ram_tol)) {
       best = &z;
@@ -259,9 +259,9 @@ Placement solve_continuous(const Inputs& in) {
 Plan solve(const Inputs& in) {
   Plan plan;
   plan.alternatives[0] = {"no cache", Placement{}, predict(in, Placement{})};
-  plan.alternatives[1] = {"all raw", single_form(in, Form::kRaw), {}};
-  plan.alternatives[2] = {"all decoded", single_form(in, Form::kDecoded), {}};
-  plan.alternatives[3] = {"all augmented", single_form(in, Form::kAugmented), {}};
+  plan.alternatives[1] = {"all raw", single_form(in, Form::raw), {}};
+  plan.alternatives[2] = {"all decoded", single_form(in, Form::decoded), {}};
+  plan.alternatives[3] = {"all augmented", single_form(in, Form::augmented), {}};
   for (std::size_t i = 1; i < plan.alternatives.size(); i++)
     plan.alternatives[i].prediction = predict(in, plan.alternatives[i].placement);
 
@@ -301,11 +301,11 @@ std::string explain(const Inputs& in, const Plan& plan) {
   }
   s += printf_string("placement (samples of %.0f):\n  %-10s %14s %14s\n", in.samples, "form", "ram", "ssd");
   for (Form f : kAllForms)
-    s += printf_string("  %-10s %14.0f %14.0f\n", form_name(f), plan.placement.at(f, Tier::kRam),
-                       plan.placement.at(f, Tier::kSsd));
+    s += printf_string("  %-10s %14.0f %14.0f\n", form_name(f), plan.placement.at(f, Tier::ram),
+                       plan.placement.at(f, Tier::ssd));
   s += printf_string("  %-10s %14.0f\n", "uncached", std::max(0.0, in.samples - plan.placement.total()));
-  s += printf_string("  ram used %s of %s, ssd used %s of %s\n", human(plan.placement.bytes(in, Tier::kRam), "B").c_str(),
-                     human(in.ram_capacity, "B").c_str(), human(plan.placement.bytes(in, Tier::kSsd), "B").c_str(),
+  s += printf_string("  ram used %s of %s, ssd used %s of %s\n", human(plan.placement.bytes(in, Tier::ram), "B").c_str(),
+                     human(in.ram_capacity, "B").c_str(), human(plan.placement.bytes(in, Tier::ssd), "B").c_str(),
                      human(in.ssd_capacity, "B").c_str());
   const Prediction& pr = plan.prediction;
   s += printf_string("predicted throughput: %s, bound by %s\n", rate(pr.throughput).c_str(), resource_name(pr.binding));
@@ -334,9 +334,9 @@ std::string explain(const Inputs& in, const Plan& plan) {
     s += printf_string(", %.2fx over the best single form (%s)\n", pr.throughput / best_single->prediction.throughput,
                        best_single->name);
   }
-  if (in.view == Form::kAugmented && in.aug_reuse <= 1)
+  if (in.view == Form::augmented && in.aug_reuse <= 1)
     s += "note: aug_reuse 1: every augmented variant is regenerated for each read, so caching augmented saves nothing\n";
-  if (in.view != Form::kAugmented)
+  if (in.view != Form::augmented)
     s += printf_string("note: the consumer reads %s/, so forms derived beyond it are never served\n", form_name(in.view));
   return s;
 }

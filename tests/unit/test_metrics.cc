@@ -9,8 +9,8 @@
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/stats.h"
-#include "prepfs/core/metrics.h"
-#include "prepfs/core/metrics_http.h"
+#include "prepfs/observe/metrics.h"
+#include "prepfs/http/metrics_http.h"
 
 namespace prepfs {
 namespace {

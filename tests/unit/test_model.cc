@@ -14,6 +14,8 @@
 #include "prepfs/model/solver.h"
 
 using namespace prepfs::model;
+using prepfs::Form;
+using prepfs::Tier;
 
 namespace {
 
@@ -36,7 +38,7 @@ Inputs base_inputs() {
   in.c_aug_from_decoded = 0.001;
   in.cores = 4;
   in.copy_bw = 1e9;
-  in.view = Form::kAugmented;
+  in.view = Form::augmented;
   in.aug_reuse = 1;
   return in;
 }
@@ -80,8 +82,8 @@ TEST(ModelEquations, NoCache) {
 TEST(ModelEquations, MixedPlacement) {
   const Inputs in = base_inputs();
   Placement pl;
-  pl.at(Form::kRaw, Tier::kRam) = 500;
-  pl.at(Form::kDecoded, Tier::kSsd) = 250;
+  pl.at(Form::raw, Tier::ram) = 500;
+  pl.at(Form::decoded, Tier::ssd) = 250;
   ASSERT_TRUE(feasible(in, pl));
   const Prediction p = predict(in, pl);
   EXPECT_NEAR(p.usage.cpu_s, 0.00475, 1e-12);
@@ -109,7 +111,7 @@ TEST(ModelEquations, AugmentedWithReuse) {
   in.src_bandwidth = 10e6;
   in.aug_reuse = 4;
   Placement pl;
-  pl.at(Form::kAugmented, Tier::kSsd) = 1000;
+  pl.at(Form::augmented, Tier::ssd) = 1000;
   const Prediction p = predict(in, pl);
   EXPECT_NEAR(p.usage.cpu_s, 0.0015, 1e-12);
   EXPECT_NEAR(p.usage.source_bytes, 25e3, 1e-6);
@@ -122,7 +124,7 @@ TEST(ModelEquations, AugmentedWithReuse) {
   EXPECT_EQ(p.binding, Resource::kSourceBytes);
 
   Placement ram;
-  ram.at(Form::kAugmented, Tier::kRam) = 1000;
+  ram.at(Form::augmented, Tier::ram) = 1000;
   const Prediction q = predict(in, ram);
   EXPECT_NEAR(q.usage.copy_bytes, 187.5e3, 1e-6);
   EXPECT_EQ(q.usage.ssd_write_bytes, 0);
@@ -133,7 +135,7 @@ TEST(ModelEquations, AugmentedWithReuse) {
 TEST(ModelEquations, AugmentedWithoutReuseIsAMissPlusAWrite) {
   const Inputs in = base_inputs();
   Placement pl;
-  pl.at(Form::kAugmented, Tier::kSsd) = 1000;
+  pl.at(Form::augmented, Tier::ssd) = 1000;
   const Prediction p = predict(in, pl), none = predict(in, Placement{});
   EXPECT_NEAR(p.usage.cpu_s, none.usage.cpu_s, 1e-12);
   EXPECT_NEAR(p.usage.source_bytes, none.usage.source_bytes, 1e-6);
@@ -145,39 +147,39 @@ TEST(ModelEquations, AugmentedWithoutReuseIsAMissPlusAWrite) {
 // -> 1666.67/s, bound by the copy. Raw in RAM instead: cpu c_dec = 0.004 -> 1000/s.
 TEST(ModelEquations, DecodedView) {
   Inputs in = base_inputs();
-  in.view = Form::kDecoded;
+  in.view = Form::decoded;
   Placement pl;
-  pl.at(Form::kDecoded, Tier::kRam) = 1000;
+  pl.at(Form::decoded, Tier::ram) = 1000;
   Prediction p = predict(in, pl);
   EXPECT_EQ(p.usage.cpu_s, 0);
   EXPECT_NEAR(p.usage.source_bytes, 0, 1e-9);
   EXPECT_NEAR(p.throughput, 1e9 / 600e3, 1e-6);
   EXPECT_EQ(p.binding, Resource::kCopy);
   Placement raw;
-  raw.at(Form::kRaw, Tier::kRam) = 1000;
+  raw.at(Form::raw, Tier::ram) = 1000;
   p = predict(in, raw);
   EXPECT_NEAR(p.throughput, 1000, 1e-9);
   // Augmented entries cannot serve decoded/: they change nothing.
   Placement aug;
-  aug.at(Form::kAugmented, Tier::kRam) = 1000;
+  aug.at(Form::augmented, Tier::ram) = 1000;
   EXPECT_NEAR(predict(in, aug).throughput, predict(in, Placement{}).throughput, 1e-9);
 }
 
 TEST(ModelEquations, Feasibility) {
   const Inputs in = base_inputs();
   Placement p;
-  p.at(Form::kDecoded, Tier::kRam) = 1000;  // 600 MB of 1 GB
+  p.at(Form::decoded, Tier::ram) = 1000;  // 600 MB of 1 GB
   EXPECT_TRUE(feasible(in, p));
-  p.at(Form::kDecoded, Tier::kRam) = 1700;  // more samples than N
+  p.at(Form::decoded, Tier::ram) = 1700;  // more samples than N
   EXPECT_FALSE(feasible(in, p));
   p = {};
-  p.at(Form::kDecoded, Tier::kSsd) = 800;  // 480 MB
-  p.at(Form::kRaw, Tier::kSsd) = 200;      // 20 MB
+  p.at(Form::decoded, Tier::ssd) = 800;  // 480 MB
+  p.at(Form::raw, Tier::ssd) = 200;      // 20 MB
   EXPECT_TRUE(feasible(in, p));
-  p.at(Form::kRaw, Tier::kRam) = 1;  // 1001 samples: a sample would be in two places
+  p.at(Form::raw, Tier::ram) = 1;  // 1001 samples: a sample would be in two places
   EXPECT_FALSE(feasible(in, p));
   p = {};
-  p.at(Form::kDecoded, Tier::kSsd) = -1;
+  p.at(Form::decoded, Tier::ssd) = -1;
   EXPECT_FALSE(feasible(in, p));
 }
 
@@ -185,21 +187,21 @@ TEST(SingleForm, FillsRamThenSsd) {
   Inputs in = base_inputs();
   in.ram_capacity = 30e6;  // 300 raw, 50 decoded, 200 augmented
   in.ssd_capacity = 45e6;  // then 450 raw, 75 decoded, 300 augmented
-  Placement p = single_form(in, Form::kRaw);
-  EXPECT_EQ(p.at(Form::kRaw, Tier::kRam), 300);
-  EXPECT_EQ(p.at(Form::kRaw, Tier::kSsd), 450);
+  Placement p = single_form(in, Form::raw);
+  EXPECT_EQ(p.at(Form::raw, Tier::ram), 300);
+  EXPECT_EQ(p.at(Form::raw, Tier::ssd), 450);
   EXPECT_EQ(p.total(), 750);
-  p = single_form(in, Form::kDecoded);
-  EXPECT_EQ(p.at(Form::kDecoded, Tier::kRam), 50);
-  EXPECT_EQ(p.at(Form::kDecoded, Tier::kSsd), 75);
-  p = single_form(in, Form::kAugmented);
-  EXPECT_EQ(p.at(Form::kAugmented, Tier::kRam), 200);
-  EXPECT_EQ(p.at(Form::kAugmented, Tier::kSsd), 300);
+  p = single_form(in, Form::decoded);
+  EXPECT_EQ(p.at(Form::decoded, Tier::ram), 50);
+  EXPECT_EQ(p.at(Form::decoded, Tier::ssd), 75);
+  p = single_form(in, Form::augmented);
+  EXPECT_EQ(p.at(Form::augmented, Tier::ram), 200);
+  EXPECT_EQ(p.at(Form::augmented, Tier::ssd), 300);
   // Never more than N: RAM holds all 1000 raw, the SSD gets none.
   in.ram_capacity = 1e9;
-  p = single_form(in, Form::kRaw);
-  EXPECT_EQ(p.at(Form::kRaw, Tier::kRam), 1000);
-  EXPECT_EQ(p.at(Form::kRaw, Tier::kSsd), 0);
+  p = single_form(in, Form::raw);
+  EXPECT_EQ(p.at(Form::raw, Tier::ram), 1000);
+  EXPECT_EQ(p.at(Form::raw, Tier::ssd), 0);
 
   // The plan carries them, with their predictions. Slow source (10e6 B/s -> 100/s uncached).
   in = base_inputs();
@@ -221,7 +223,7 @@ TEST(Solver, HandCaseAllDecodedInRam) {
   Inputs in = base_inputs();
   in.src_bandwidth = 10e6;
   const Plan plan = solve(in);
-  EXPECT_EQ(plan.placement.at(Form::kDecoded, Tier::kRam), 1000);
+  EXPECT_EQ(plan.placement.at(Form::decoded, Tier::ram), 1000);
   EXPECT_EQ(plan.placement.total(), 1000);
   EXPECT_NEAR(plan.prediction.throughput, 4000, 1e-6);
   EXPECT_EQ(plan.prediction.binding, Resource::kCpu);
@@ -244,10 +246,10 @@ TEST(Solver, HandCaseScarceRamPrefersRaw) {
   in.ram_capacity = 60e6;
   in.ssd_capacity = 0;
   const Plan plan = solve(in);
-  EXPECT_NEAR(plan.placement.at(Form::kRaw, Tier::kRam), 600, 1e-9);
+  EXPECT_NEAR(plan.placement.at(Form::raw, Tier::ram), 600, 1e-9);
   EXPECT_NEAR(plan.prediction.throughput, 250, 1e-6);
   EXPECT_EQ(plan.prediction.binding, Resource::kSourceBytes);
-  EXPECT_EQ(plan.placement.bytes(in, Tier::kSsd), 0);
+  EXPECT_EQ(plan.placement.bytes(in, Tier::ssd), 0);
 }
 
 TEST(Solver, CachingCannotHelpConsumerBound) {
@@ -281,7 +283,7 @@ TEST(Solver, TiesPreferNoSsd) {
   in.src_latency = 0;
   const Plan plan = solve(in);
   EXPECT_FALSE(plan.caching_helps);
-  EXPECT_EQ(plan.placement.bytes(in, Tier::kSsd), 0);
+  EXPECT_EQ(plan.placement.bytes(in, Tier::ssd), 0);
   EXPECT_NEAR(plan.prediction.throughput, 4 / 0.006, 1e-6);
 }
 
@@ -325,7 +327,7 @@ Inputs random_inputs(std::mt19937_64& rng) {
   const double reuse[] = {1, 2, 4, 8};
   in.aug_reuse = reuse[rng() % 4];
   const double v = uni(0, 1);
-  in.view = v < 0.8 ? Form::kAugmented : v < 0.9 ? Form::kDecoded : Form::kRaw;
+  in.view = v < 0.8 ? Form::augmented : v < 0.9 ? Form::decoded : Form::raw;
   return in;
 }
 
@@ -444,7 +446,7 @@ TEST(Drift, DetectsTheLargestChange) {
   EXPECT_EQ(d.input, "consumer_rate");
 
   b = a;
-  b.view = Form::kDecoded;
+  b.view = Form::decoded;
   d = detect_drift(a, b, 0.2);
   EXPECT_TRUE(d.drifted);
   EXPECT_EQ(d.input, "view");

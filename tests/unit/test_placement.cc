@@ -7,16 +7,15 @@
 #include <random>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/core/placer.h"
-#include "prepfs/core/planner.h"
-#include "prepfs/core/raw_chunk.h"
-#include "prepfs/core/tree.h"
+#include "prepfs/partition/placer.h"
+#include "prepfs/partition/planner.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/model/solver.h"
 #include "prepfs/source/posix_source.h"
+#include "read_path.h"
 #include "temp_dir.h"
 
 using namespace prepfs;
-using model::Tier;
 namespace m = prepfs::model;
 
 namespace {
@@ -24,6 +23,7 @@ namespace {
 // A tree of n "images" (dims set by hand: the placer only asks whether a file is an image) and
 // one label file that is not.
 struct Dataset {
+  SampleShapes shapes;  // default limits: every 64x48 "image" is a sample
   test::TempDir dir;
   std::unique_ptr<PosixSource> source;
   std::unique_ptr<Tree> tree;
@@ -59,7 +59,8 @@ m::Placement placement(double raw_ram, double dec_ram, double aug_ram, double ra
 
 TEST(Placer, IntervalsGiveEachSampleAtMostOneSlotInTheRightProportions) {
   Tree empty;
-  Placer placer(empty);
+  SampleShapes shapes;
+  Placer placer(empty, shapes);
   const double n = 100000;
   placer.set(placement(10000, 20000, 5000, 30000, 0, 15000), n);
   std::map<std::pair<int, int>, int> count;
@@ -83,20 +84,22 @@ TEST(Placer, IntervalsGiveEachSampleAtMostOneSlotInTheRightProportions) {
 
 TEST(Placer, EmptyAndFullPlans) {
   Tree empty;
-  Placer placer(empty);
+  SampleShapes shapes;
+  Placer placer(empty, shapes);
   placer.set(m::Placement{}, 100);
   for (uint64_t h : {uint64_t(0), uint64_t(1) << 63, UINT64_MAX - 1}) EXPECT_FALSE(placer.slot_of(h));
   placer.set(placement(0, 100, 0, 0, 0, 0), 100);  // every sample decoded in RAM
   for (uint64_t h : {uint64_t(0), uint64_t(1) << 63, UINT64_MAX - 1}) {
     ASSERT_TRUE(placer.slot_of(h));
     EXPECT_EQ(placer.slot_of(h)->form, Form::decoded);
-    EXPECT_EQ(placer.slot_of(h)->tier, Tier::kRam);
+    EXPECT_EQ(placer.slot_of(h)->tier, Tier::ram);
   }
 }
 
 TEST(Placer, AGrowingShareMovesOnlyTheSamplesAtTheBoundaries) {
   Tree empty;
-  Placer a(empty), b(empty);
+  SampleShapes shapes;
+  Placer a(empty, shapes), b(empty, shapes);
   a.set(placement(0, 0, 0, 500, 0, 0), 1000);
   b.set(placement(0, 0, 0, 550, 0, 0), 1000);
   int moved = 0;
@@ -114,7 +117,7 @@ TEST(Placer, AGrowingShareMovesOnlyTheSamplesAtTheBoundaries) {
 
 TEST(Placer, MovedSamplesAreThoseWhoseSlotChanged) {
   Dataset ds(300);
-  Placer placer(*ds.tree);
+  Placer placer(*ds.tree, ds.shapes);
   const Placer::Layout a = Placer::layout_for(placement(100, 0, 0, 0, 0, 0), 300);
   const Placer::Layout b = Placer::layout_for(placement(50, 50, 0, 0, 0, 0), 300);
   int moved = 0, from_raw = 0;
@@ -133,16 +136,20 @@ TEST(Placer, MovedSamplesAreThoseWhoseSlotChanged) {
 
 TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
   Dataset ds(200);
-  Placer placer(*ds.tree);
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
+  test::ReadPath rp(*ds.source, *ds.tree, tm);
+  Placer& placer = rp.placer;
+  auto admission = [&](uint32_t id, Form f) { return SampleStore::admission(rp.store.resolve(id), f); };
   for (uint32_t id : ds.images) {  // before any plan: everywhere, as without a partition
-    Admission a = placer.admission(id, Form::raw);
+    Admission a = admission(id, Form::raw);
     EXPECT_TRUE(a.ram && a.ssd);
   }
   placer.set(placement(50, 0, 0, 0, 100, 0), double(ds.images.size()));
   int raw_ram = 0, dec_ssd = 0, none = 0;
   for (uint32_t id : ds.images) {
-    Admission raw = placer.admission(id, Form::raw), dec = placer.admission(id, Form::decoded),
-              aug = placer.admission(id, Form::augmented);
+    Admission raw = admission(id, Form::raw), dec = admission(id, Form::decoded),
+              aug = admission(id, Form::augmented);
     EXPECT_FALSE(aug.any());
     EXPECT_FALSE(raw.any() && dec.any());  // at most one form per sample
     EXPECT_FALSE(raw.ssd || dec.ram);
@@ -153,7 +160,7 @@ TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
   EXPECT_NEAR(raw_ram, 50, 20);
   EXPECT_NEAR(dec_ssd, 100, 25);
   EXPECT_EQ(raw_ram + dec_ssd + none, 200);
-  Admission labels = placer.admission(ds.labels, Form::raw);
+  Admission labels = admission(ds.labels, Form::raw);
   EXPECT_TRUE(labels.ram && labels.ssd);
 }
 
@@ -165,16 +172,16 @@ TEST(FixedPlacement, SharesOfEachTierRamFirstAtMostNSamples) {
   in.ssd_capacity = 300e6;
   // RAM: 50% raw (300 samples), 50% decoded (50); SSD: 100% raw, but only 650 samples are left.
   m::Placement p = m::fixed_placement(in, {{{0.5, 0.5, 0}, {1, 0, 0}}});
-  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kRam), 300);
-  EXPECT_EQ(p.at(m::Form::kDecoded, Tier::kRam), 50);
-  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kSsd), 650);
+  EXPECT_EQ(p.at(Form::raw, Tier::ram), 300);
+  EXPECT_EQ(p.at(Form::decoded, Tier::ram), 50);
+  EXPECT_EQ(p.at(Form::raw, Tier::ssd), 650);
   EXPECT_EQ(p.total(), 1000);
   EXPECT_TRUE(m::feasible(in, p));
   m::Placement none = m::fixed_placement(in, {});
   EXPECT_EQ(none.total(), 0);
   // The single-form alternatives are the fixed placements of one form at 100%.
   m::Placement all_dec = m::fixed_placement(in, {{{0, 1, 0}, {0, 1, 0}}});
-  EXPECT_EQ(all_dec.n, m::single_form(in, m::Form::kDecoded).n);
+  EXPECT_EQ(all_dec.n, m::single_form(in, Form::decoded).n);
 }
 
 TEST(TierManagerAdmission, FillsGoOnlyWhereAdmitted) {
@@ -213,11 +220,11 @@ TEST(RawChunk, RendersOfUnplacedSamplesDoNotFillTheCache) {
   Dataset ds(20);
   test::TempDir dir;
   TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
-  Placer placer(*ds.tree);
-  placer.set(m::Placement{}, 20);  // nothing cached
+  test::ReadPath rp(*ds.source, *ds.tree, tm);
+  rp.placer.set(m::Placement{}, 20);  // nothing cached
   for (uint32_t id : ds.images) {
     std::string path = ds.tree->path(id);
-    ChunkRef c = raw_chunk(*ds.source, tm, path, ds.tree->version(id), 0, 1 << 20, placer.admission(id, Form::raw));
+    ChunkRef c = rp.store.raw(rp.store.resolve(id), 0);
     std::ifstream f(ds.dir / ("src/" + path), std::ios::binary);
     std::string want((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     EXPECT_EQ(std::string(c->data(), c->size()), want);
@@ -232,7 +239,7 @@ struct PlannerRig {
   Dataset ds{100};
   test::TempDir dir;
   TierManager tm{CacheConfig{2'000'000, 20'000'000, dir.path(), "lru"}};
-  Placer placer{*ds.tree};
+  Placer placer{*ds.tree, ds.shapes};
   m::Inputs in;
   PlannerRig() {
     in.samples = 100;
@@ -248,7 +255,7 @@ struct PlannerRig {
     in.c_aug = 1e-3;
     in.c_aug_from_decoded = 5e-4;
     in.cores = 2;
-    in.view = m::Form::kAugmented;
+    in.view = Form::augmented;
   }
   std::map<int, int> dropped;  // form -> samples whose entries a move dropped
   Planner make(PlannerConfig cfg) {
@@ -272,11 +279,11 @@ TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
   EXPECT_GT(p.total(), 0);  // the source binds: caching helps
   EXPECT_TRUE(m::feasible(planning, p));
   // Quotas: a form the plan does not place gets none of a tier.
-  for (m::Form f : m::kAllForms)
-    for (Tier t : m::kAllTiers)
-      if (p.at(f, t) == 0 && f != m::Form::kRaw) {
-        uint64_t quota = t == Tier::kRam ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
-        EXPECT_EQ(quota, 0u) << m::form_name(f) << " " << m::tier_name(t);
+  for (Form f : kAllForms)
+    for (Tier t : kAllTiers)
+      if (p.at(f, t) == 0 && f != Form::raw) {
+        uint64_t quota = t == Tier::ram ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
+        EXPECT_EQ(quota, 0u) << form_name(f) << " " << tier_name(t);
       }
   const std::string json = planner.report_json();
   for (const char* key : {"\"mode\": \"auto\"", "\"placement\"", "\"predicted\"", "\"binding\"", "\"alternatives\"",
@@ -318,8 +325,8 @@ TEST(Planner, FixedEnforcesTheSharesAndReportsTheOptimum) {
   Planner planner = rig.make(cfg);
   planner.plan_now("test");
   const m::Placement p = planner.status().enforced;
-  EXPECT_EQ(p.at(m::Form::kDecoded, Tier::kRam), 3);  // floor(1.9e6 / 600e3)
-  EXPECT_EQ(p.at(m::Form::kRaw, Tier::kSsd), 97);
+  EXPECT_EQ(p.at(Form::decoded, Tier::ram), 3);  // floor(1.9e6 / 600e3)
+  EXPECT_EQ(p.at(Form::raw, Tier::ssd), 97);
   const std::string json = planner.report_json();
   EXPECT_NE(json.find("\"mode\": \"fixed\""), std::string::npos) << json;
   EXPECT_NE(planner.report_text().find("partition=fixed"), std::string::npos);

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/core/profiler.h"
-#include "prepfs/core/sample_renderer.h"
-#include "prepfs/core/tree.h"
+#include "prepfs/partition/profiler.h"
+#include "prepfs/index/sample_shapes.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/source/posix_source.h"
 #include "temp_dir.h"
 
@@ -26,9 +26,9 @@ struct Fixture {
   std::unique_ptr<PosixSource> source;
   std::unique_ptr<Tree> tree;
   std::unique_ptr<TierManager> cache;
-  std::unique_ptr<SampleRenderer> renderer;
-  DataFsCounters data_fs;
-  AugmentedFsCounters augmented_fs;
+  SampleShapes shapes;
+  RenderCounters renders;
+  ViewCounters views;
   ReplyCounters replies;
   std::unique_ptr<Profiler> profiler;
 
@@ -43,17 +43,14 @@ struct Fixture {
     dims[*tree->lookup(Tree::kRoot, "b.jpg")] = {320, 200};
     tree->set_all_dims(std::move(dims));
     cache = std::make_unique<TierManager>(CacheConfig{64 << 20, 32 << 20, d / "ssd", "lru"});
-    RenderConfig rc;
-    rc.spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
-    rc.cpu = 4;
-    renderer = std::make_unique<SampleRenderer>(*source, *tree, *cache, rc);
+    shapes.spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
     profiler = std::make_unique<Profiler>(
-        ProfilerSources{*tree, *source, *cache, *renderer, data_fs, augmented_fs, replies, 64, 2});
+        ProfilerSources{*tree, shapes, *source, *cache, renders, views, replies, 64, 2, 4});
   }
 
   SourceCounters& src() { return source->counters(); }
-  // The renderer and the SSD tier expose their counters read-only; they are plain atomics.
-  RenderCounters& render() { return const_cast<RenderCounters&>(renderer->counters()); }
+  // The SSD tier exposes its counters read-only; they are plain atomics.
+  RenderCounters& render() { return renders; }
   TierCounters& ssd() { return const_cast<TierCounters&>(cache->counters().ssd); }
   void tick() { profiler->tick_window(seconds(1)); }
 };
@@ -73,11 +70,11 @@ TEST(Profiler, SizesAndCapacitiesComeFromTheTreeAndTiers) {
   Fixture f;
   model::Inputs in = f.profiler->inputs();
   EXPECT_EQ(in.samples, 2);
-  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kRaw), 2000);
+  EXPECT_DOUBLE_EQ(in.size_of(Form::raw), 2000);
   uint32_t a = *f.tree->lookup(Tree::kRoot, "a.jpg"), b = *f.tree->lookup(Tree::kRoot, "b.jpg");
-  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kDecoded),
-                   double(f.renderer->decoded_size(a) + f.renderer->decoded_size(b)) / 2);
-  EXPECT_DOUBLE_EQ(in.size_of(model::Form::kAugmented), double(f.renderer->augmented_size(a)));
+  EXPECT_DOUBLE_EQ(in.size_of(Form::decoded),
+                   double(f.shapes.decoded_size(f.tree->dims(a)) + f.shapes.decoded_size(f.tree->dims(b))) / 2);
+  EXPECT_DOUBLE_EQ(in.size_of(Form::augmented), double(f.shapes.augmented_size(f.tree->dims(a))));
   EXPECT_EQ(in.ram_capacity, 64 << 20);
   EXPECT_EQ(in.ssd_capacity, 32 << 20);
   EXPECT_EQ(in.cores, 4);
@@ -95,7 +92,7 @@ TEST(Profiler, PriorsStandInForWhatWasNotMeasured) {
   EXPECT_DOUBLE_EQ(in.c_dec, 1.3e-3);
   EXPECT_DOUBLE_EQ(in.c_aug, 1.3e-3 / 0.6 - 1.3e-3);
   EXPECT_DOUBLE_EQ(in.c_aug_from_decoded, 0.45 * 1.3e-3 / 0.6);
-  EXPECT_EQ(in.view, model::Form::kRaw) << "before any request";
+  EXPECT_EQ(in.view, Form::raw) << "before any request";
   // Never 0 (which the model reads as "free"): a stated prior until measured.
   EXPECT_DOUBLE_EQ(in.ssd_read_bw, 500e6);
   EXPECT_DOUBLE_EQ(in.ssd_write_bw, 300e6);
@@ -253,30 +250,30 @@ TEST(Profiler, CopyBandwidthIsOneThreadsRateTimesTheCores) {
 
 TEST(Profiler, ViewMixAndDominantView) {
   Fixture f;
-  bump(f.augmented_fs.opens, 9);
-  bump(f.data_fs.decoded_samples, 1);
+  bump(f.views.augmented_opens, 9);
+  bump(f.views.decoded_samples, 1);
   f.tick();
   Profile p = f.profiler->profile();
   EXPECT_DOUBLE_EQ(p.view_share[0], 0);
   EXPECT_DOUBLE_EQ(p.view_share[1], 0.1);
   EXPECT_DOUBLE_EQ(p.view_share[2], 0.9);
-  EXPECT_EQ(p.view, model::Form::kAugmented);
+  EXPECT_EQ(p.view, Form::augmented);
 
-  bump(f.data_fs.raw_samples, 10);
+  bump(f.views.raw_samples, 10);
   f.tick();  // one window of raw reads moves the mix by alpha, not all the way
   p = f.profiler->profile();
   EXPECT_DOUBLE_EQ(p.view_share[0], 0.3);
   EXPECT_DOUBLE_EQ(p.view_share[2], 0.9 * 0.7);
-  EXPECT_EQ(p.view, model::Form::kAugmented);
+  EXPECT_EQ(p.view, Form::augmented);
 
   f.tick();  // idle windows leave the mix alone
   EXPECT_DOUBLE_EQ(f.profiler->profile().view_share[0], 0.3);
 
   for (int i = 0; i < 3; i++) {
-    bump(f.data_fs.raw_samples, 10);
+    bump(f.views.raw_samples, 10);
     f.tick();
   }
-  EXPECT_EQ(f.profiler->inputs().view, model::Form::kRaw);
+  EXPECT_EQ(f.profiler->inputs().view, Form::raw);
 }
 
 TEST(Profiler, ThreadTicksAndRunsCallbacksUntilStopped) {

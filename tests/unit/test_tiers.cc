@@ -29,13 +29,13 @@ ChunkRef chunk_of(const std::string& s) {
 std::string str(const ChunkRef& c) { return std::string(c->data(), c->size()); }
 
 CacheKey key_for(const std::string& path, uint64_t size = 10, int64_t mtime = 1, uint64_t chunk = 0) {
-  return make_key(KeyFields{path, size, mtime, Form::raw, 0, 0, chunk});
+  return make_key(KeyFields{path, FileVersion{size, mtime}, Form::raw, 0, 0, chunk, 1 << 20});
 }
 
 }  // namespace
 
 TEST(Key, EveryFieldChangesTheKey) {
-  KeyFields base{"a/b.jpg", 100, 5, Form::raw, 0, 0, 0};
+  KeyFields base{"a/b.jpg", FileVersion{100, 5}, Form::raw, 0, 0, 0, 1 << 20};
   CacheKey k0 = make_key(base);
   auto changed = [&](auto mutate) {
     KeyFields f = base;
@@ -43,12 +43,13 @@ TEST(Key, EveryFieldChangesTheKey) {
     return make_key(f);
   };
   EXPECT_NE(k0, changed([](KeyFields& f) { f.path = "a/c.jpg"; }));
-  EXPECT_NE(k0, changed([](KeyFields& f) { f.size = 101; }));
-  EXPECT_NE(k0, changed([](KeyFields& f) { f.mtime_ns = 6; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.version.size = 101; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.version.mtime_ns = 6; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.form = Form::decoded; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.pipeline_hash = 1; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.variant = 1; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.chunk = 1; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.chunk_size = 2 << 20; }));
   EXPECT_EQ(k0, make_key(base));
   CacheKey parsed;
   ASSERT_TRUE(CacheKey::from_hex(k0.hex(), &parsed));

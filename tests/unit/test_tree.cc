@@ -9,9 +9,10 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
 #include "prepfs/core/data_fs.h"
-#include "prepfs/core/tree.h"
-#include "prepfs/core/tree_store.h"
+#include "prepfs/index/tree.h"
+#include "prepfs/index/tree_store.h"
 #include "prepfs/source/posix_source.h"
+#include "read_path.h"
 #include "temp_dir.h"
 
 using namespace prepfs;
@@ -100,7 +101,9 @@ TEST(DataFs, ReadsEveryByteThroughTheCacheWithoutFuse) {
   PosixSource src(d / "src");
   TierManager cache(CacheConfig{64 << 20, 64 << 20, d / "ssd", "lru"});
   Tree tree = Tree::scan(src);
-  DataFs fs(src, tree, cache, nullptr, DataFsConfig{});
+  test::ReadPath rp(src, tree, cache);
+  auto owned_fs = rp.data_fs(tree, src, DataFsConfig{-1, false});
+  DataFs& fs = *owned_fs;
   Attr raw = fs.lookup(DataFs::kRootIno, "raw");
   Attr b = fs.lookup(raw.ino, "b");
   Attr f = fs.lookup(fs.lookup(fs.lookup(b.ino, "deep").ino, "er").ino, "f.bin");
@@ -126,10 +129,11 @@ TEST(DataFs, ChangedSourceFileIsRevalidatedNotServedStale) {
   TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
   DataFsConfig cfg;
   cfg.metadata_ttl = 0;  // revalidate on every lookup
+  cfg.image_views = false;
   Tree tree = Tree::scan(src);
-  DataFs fs(src, tree, cache, nullptr, cfg);
-  std::vector<uint64_t> invalidated;
-  fs.set_invalidator([&](uint64_t ino) { invalidated.push_back(ino); });
+  test::ReadPath rp(src, tree, cache);
+  auto owned_fs = rp.data_fs(tree, src, cfg);
+  DataFs& fs = *owned_fs;
   Attr raw = fs.lookup(DataFs::kRootIno, "raw");
   Attr top = fs.lookup(raw.ino, "top.txt");
   EXPECT_EQ(read_all(fs, top.ino, top.size, 4096), "top");
@@ -139,6 +143,7 @@ TEST(DataFs, ChangedSourceFileIsRevalidatedNotServedStale) {
   Attr again = fs.lookup(raw.ino, "top.txt");
   EXPECT_EQ(again.size, 20u);
   EXPECT_EQ(read_all(fs, again.ino, again.size, 4096), "a longer new version");
+  std::vector<uint64_t> invalidated = rp.invalidations.wait(std::chrono::milliseconds(0));
   EXPECT_EQ(invalidated, std::vector<uint64_t>{top.ino});
 }
 
@@ -148,7 +153,9 @@ TEST(DataFs, FileChangedBehindAnImmutableIndexGivesEioNotMixedBytes) {
   PosixSource src(d / "src");
   TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
   Tree tree = Tree::scan(src);
-  DataFs fs(src, tree, cache, nullptr, DataFsConfig{});
+  test::ReadPath rp(src, tree, cache);
+  auto owned_fs = rp.data_fs(tree, src, DataFsConfig{-1, false});
+  DataFs& fs = *owned_fs;
   Attr top = fs.lookup(fs.lookup(DataFs::kRootIno, "raw").ino, "top.txt");
   d.write("src/top.txt", "changed!");
   try {

@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "prepfs/common/forms.h"
+#include "prepfs/source/source.h"
+
 namespace prepfs {
 
-enum class Form : uint8_t { raw = 0, decoded = 1, augmented = 2 };
-constexpr int kFormCount = 3;
-const char* form_name(Form f);
 
 struct CacheKey {
   uint64_t hi = 0, lo = 0;
@@ -22,12 +22,12 @@ struct CacheKey {
 
 struct KeyFields {
   std::string_view path;       // relative source path
-  uint64_t size = 0;           // source version: size + mtime (or ETag hash for object stores)
-  int64_t mtime_ns = 0;
+  FileVersion version;         // the source version the bytes derive from
   Form form = Form::raw;
   uint64_t pipeline_hash = 0;  // 0 for raw
   uint32_t variant = 0;        // augmented variant number
   uint64_t chunk = 0;          // chunk index within the form's bytes
+  uint64_t chunk_size = 0;     // the chunking the index refers to (raw; 0 for whole files)
 };
 
 CacheKey make_key(const KeyFields& f);

@@ -18,7 +18,7 @@ class RamTier {
   ChunkRef get(const CacheKey& key);                         // null on a miss
   bool put(const CacheKey& key, ChunkRef chunk, Form form);  // false when not admitted
   bool erase(const CacheKey& key);
-  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas);
+  void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void clear();
 
   uint64_t bytes() const;

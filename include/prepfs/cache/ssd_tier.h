@@ -48,7 +48,7 @@ class SsdTier {
   // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
   bool put_async(const CacheKey& key, ChunkRef chunk, Form form);
   void erase(const CacheKey& key);
-  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas);
+  void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void flush();  // waits until the queue is empty
   void clear();  // removes every entry
 

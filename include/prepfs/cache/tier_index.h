@@ -33,7 +33,7 @@ class TierIndex {
   // quota evicts nothing at once: a form above its quota is the first to give room (by its own
   // policy) when another entry needs it, so the tier migrates to a new partition gradually, never
   // by a flush. Without quotas every form may use the whole budget.
-  void set_form_quotas(const std::array<uint64_t, kFormCount>& quotas);
+  void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 
   uint64_t budget() const { return budget_; }
@@ -54,12 +54,12 @@ class TierIndex {
 
   uint64_t budget_;
   uint64_t bytes_ = 0;
-  std::array<uint64_t, kFormCount> form_bytes_{};
-  std::array<size_t, kFormCount> form_entries_{};
+  std::array<uint64_t, kForms> form_bytes_{};
+  std::array<size_t, kForms> form_entries_{};
   std::unordered_map<CacheKey, Meta, CacheKeyHash> entries_;
   std::unique_ptr<EvictionPolicy> policy_;
-  std::array<uint64_t, kFormCount> quota_;
-  std::array<std::unique_ptr<EvictionPolicy>, kFormCount> form_policy_;  // set with quotas only
+  std::array<uint64_t, kForms> quota_;
+  std::array<std::unique_ptr<EvictionPolicy>, kForms> form_policy_;  // set with quotas only
 };
 
 }  // namespace prepfs

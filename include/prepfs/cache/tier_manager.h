@@ -24,7 +24,11 @@ namespace prepfs {
 struct Admission {
   bool ram = true;
   bool ssd = true;
-  static Admission none() { return {false, false}; }
+  // The entry's last use (an augmented variant's last serve): a cached copy is served and then
+  // dropped, a fill is kept nowhere, not even among the recent fills.
+  bool last_use = false;
+  static Admission none() { return {false, false, false}; }
+  static Admission last() { return {false, false, true}; }
   bool any() const { return ram || ssd; }
 };
 
@@ -46,7 +50,7 @@ struct CacheCounters {
     std::atomic<uint64_t> ram_hits{0}, ram_hit_bytes{0};
     std::atomic<uint64_t> ssd_hits{0}, ssd_hit_bytes{0};
     std::atomic<uint64_t> misses{0}, miss_bytes{0};  // filled from the source (or a transform)
-  } by_form[kFormCount];
+  } by_form[kForms];
 };
 
 class TierManager {
@@ -59,8 +63,9 @@ class TierManager {
   // the same key wait for that one run) and admits what it returns to the tiers `admit` names
   // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk not admitted to RAM is kept
   // among the last few such chunks, so the next read requests of the same file (the kernel splits
-  // a file into several) do not fetch or render it again. fill's exceptions propagate to every
-  // waiter; nothing is admitted then.
+  // a file into several) do not fetch or render it again; with admit.last_use it is kept nowhere
+  // and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
+  // nothing is admitted then.
   ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit = {});
 
   // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
@@ -71,8 +76,8 @@ class TierManager {
   // The partition as fractions of each tier per form (raw, decoded, augmented), each tier's
   // summing to at most 1. A lowered share evicts nothing at once: entries above it are the first
   // to go when another form needs room (gradual migration, never a flush).
-  void set_partition(const std::array<double, kFormCount>& ram_shares,
-                     const std::array<double, kFormCount>& ssd_shares);
+  void set_partition(const std::array<double, kForms>& ram_shares,
+                     const std::array<double, kForms>& ssd_shares);
 
   void evict_all();  // both tiers
   void flush();      // waits for queued SSD writes

@@ -19,7 +19,4 @@ class Error : public std::runtime_error {
 // Throws Error(err, what + ": " + strerror(err)).
 [[noreturn]] void throw_errno(int err, const std::string& what);
 
-// errno of an in-flight exception: Error gives its own, bad_alloc ENOMEM, anything else EIO.
-int errno_of(const std::exception& e) noexcept;
-
 }  // namespace prepfs

@@ -66,6 +66,35 @@ struct ReplyCounters {
   std::atomic<uint64_t> ns{0};  // wall time inside the reply calls, summed over threads
 };
 
+// The transforms of the sample store (decode, augment), for stats and the profiler's CPU costs.
+struct RenderCounters {
+  std::atomic<uint64_t> decoded{0};          // decoded files rendered
+  std::atomic<uint64_t> augmented{0};        // augmented variants rendered
+  std::atomic<uint64_t> from_decoded{0};     // variants rendered from cached decoded pixels
+  std::atomic<uint64_t> errors{0};           // files that could not be rendered (EIO)
+  std::atomic<uint64_t> cpu_ns{0};           // thread CPU time spent in transforms
+  // The same split by kind, for the partition model's per-sample costs.
+  std::atomic<uint64_t> decode_cpu_ns{0};            // decoded/ renders (decode + encode)
+  std::atomic<uint64_t> augment_cpu_ns{0};           // augmented renders from JPEG bytes
+  std::atomic<uint64_t> augment_from_decoded_cpu_ns{0};
+  std::atomic<uint64_t> waits{0};            // renders that waited for a cpu slot
+};
+
+// What the views answered, and the request mix per view (the profiler's "which view is read").
+struct ViewCounters {
+  std::atomic<uint64_t> reads{0};          // read requests of raw/ and decoded/
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> read_errors{0};
+  std::atomic<uint64_t> revalidations{0};
+  std::atomic<uint64_t> changed_files{0};
+  // Samples requested per view: reads at offset 0 of an image file (raw/, decoded/; raw/ counts
+  // only what reaches the daemon: a read the page cache answers is not seen), and opens of
+  // augmented/ files.
+  std::atomic<uint64_t> raw_samples{0};
+  std::atomic<uint64_t> decoded_samples{0};
+  std::atomic<uint64_t> augmented_opens{0};
+};
+
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 inline uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 

@@ -12,18 +12,14 @@
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
 #include "prepfs/core/open_snapshots.h"
-#include "prepfs/core/sample_renderer.h"
-#include "prepfs/core/tree.h"
+#include "prepfs/index/tree.h"
+#include "prepfs/store/sample_store.h"
 
 namespace prepfs {
 
-struct AugmentedFsCounters {
-  std::atomic<uint64_t> opens{0};  // samples requested from augmented/ (the profiler's request mix)
-};
-
 class AugmentedFs final : public Filesystem {
  public:
-  AugmentedFs(const Tree& tree, SampleRenderer& renderer, unsigned aug_reuse, double timeout);
+  AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -34,24 +30,24 @@ class AugmentedFs final : public Filesystem {
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override;
 
-  const AugmentedFsCounters& counters() const { return counters_; }
   // The variant the next open of node serves (what the cache may hold for it).
   uint32_t current_variant(uint32_t node) const {
     return node < tree_.size() ? opens_[node].load(std::memory_order_relaxed) / aug_reuse_ : 0;
   }
+  unsigned aug_reuse() const { return aug_reuse_; }
 
  private:
   uint32_t node_of(uint64_t ino) const;
   Attr attr(uint32_t node) const;
 
   const Tree& tree_;
-  SampleRenderer& renderer_;
+  SampleStore& store_;
+  ViewCounters& counters_;
   ImageNames names_;
   unsigned aug_reuse_;
   double timeout_;
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
   OpenSnapshots open_;
-  AugmentedFsCounters counters_;
 };
 
 }  // namespace prepfs

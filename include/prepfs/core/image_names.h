@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "prepfs/core/tree.h"
+#include "prepfs/index/tree.h"
 
 namespace prepfs {
 

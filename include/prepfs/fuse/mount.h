@@ -1,25 +1,26 @@
-// A running prepfs mount: the source, its index, the cache tiers and the two FUSE sessions
-// (the main tree, and .prepfs/ mounted over it), assembled from Options.
+// A running mount: the daemon's three namespaces as three FUSE sessions, mounted in order (the
+// main tree, then augmented/ and .prepfs/ over its empty directories) and unmounted the other way.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "prepfs/common/options.h"
+#include "prepfs/daemon/daemon.h"
 
 namespace prepfs {
 
+// A mountpoint must exist, be a directory and have nothing mounted on it. Returns its absolute
+// path; each problem is one clear Error.
+std::string check_mountpoint(const std::string& mnt);
+
 class Mount {
  public:
-  // Validates everything the user gave (each problem becomes one clear Error), builds the
-  // layers and mounts. Returns once the mount answers requests.
-  static std::unique_ptr<Mount> start(const Options& opts);
+  // Mounts and returns once the mount answers requests. On an exception whatever was mounted is
+  // unmounted again.
+  static std::unique_ptr<Mount> start(Daemon& daemon, const Options& opts);
   virtual ~Mount() = default;
-  virtual void stop() = 0;  // unmounts both sessions and flushes queued SSD writes
-  virtual std::string summary() const = 0;  // one line for the log and sd_notify STATUS=
+  virtual void stop() = 0;  // unmounts the three sessions (control, augmented, main)
 };
-
-// Where this source's cache and index live: ssd_dir/<hash of the source identity>.
-std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity);
 
 }  // namespace prepfs

@@ -1,21 +1,22 @@
-// The thin FUSE adaptor: one libfuse low-level session over a core Filesystem. It translates
-// requests into Filesystem calls and results into replies; exceptions stop here and become errno
-// (via prepfs::errno_of, the one map). It holds no file-system logic of its own.
+// One libfuse low-level session over a core Filesystem: its mount, its worker threads, and its
+// end (a clean unmount, or an abort through fusectl when a user holds the connection). The op
+// table that turns requests into Filesystem calls is ops.cc; this file is the lifecycle.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "prepfs/common/stats.h"
 #include "prepfs/core/filesystem.h"
+#include "prepfs/core/invalidations.h"
 
 struct fuse_session;
 
 namespace prepfs {
+
+// max_write decides max_pages, and so the largest read the kernel sends.
+inline constexpr unsigned kMaxTransfer = 1u << 20;
 
 struct SessionConfig {
   std::string mountpoint;
@@ -27,7 +28,8 @@ struct SessionConfig {
   bool read_only = true;           // false only for the control session (its writable command files)
   bool exit_on_unmount = false;    // unmounted from outside (umount -R): SIGTERM the daemon
   double negative_timeout = 0;     // how long the kernel may remember that a name does not exist
-  ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the mount)
+  ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the daemon)
+  Invalidations* invalidations = nullptr;   // inodes to drop from the kernel's caches (main tree)
 };
 
 class FuseSession {
@@ -40,10 +42,6 @@ class FuseSession {
   void mount();  // throws Error with a clear message
   void start();  // serves requests on background threads
   void stop();   // unmounts and waits for the workers; safe to call twice
-
-  // Asks the kernel to drop cached pages and attributes of ino; asynchronous, since a request
-  // handler must not block on the kernel's invalidation of its own inode.
-  void invalidate(uint64_t ino);
 
   // Used by the request handlers (C callbacks); not for other callers.
   Filesystem& fs() { return fs_; }
@@ -59,11 +57,7 @@ class FuseSession {
   unsigned conn_id_ = 0;  // /sys/fs/fuse/connections/<id>, to abort a connection that will not die
   std::thread loop_;
   std::atomic<bool> stopping_{false};  // set by stop(); otherwise an ended loop means umount(8)
-
-  std::mutex notify_mu_;
-  std::condition_variable notify_cv_;
-  std::deque<uint64_t> notify_q_;
-  bool notify_stop_ = false;
+  std::atomic<bool> notify_stop_{false};
   std::thread notifier_;
 };
 

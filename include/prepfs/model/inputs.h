@@ -8,18 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "prepfs/common/forms.h"
+
 namespace prepfs::model {
 
-// The three forms a sample can be cached in, and the two tiers.
-enum class Form { kRaw = 0, kDecoded = 1, kAugmented = 2 };
-enum class Tier { kRam = 0, kSsd = 1 };
-inline constexpr std::size_t kForms = 3;
-inline constexpr std::size_t kTiers = 2;
-inline constexpr std::array<Form, kForms> kAllForms{Form::kRaw, Form::kDecoded, Form::kAugmented};
-inline constexpr std::array<Tier, kTiers> kAllTiers{Tier::kRam, Tier::kSsd};
-
-const char* form_name(Form f);  // "raw", "decoded", "augmented"
-const char* tier_name(Tier t);  // "ram", "ssd"
+// Form and Tier are the whole daemon's vocabulary (common/forms.h).
 
 struct Inputs {
   // Mean entry size S_f of each form, bytes, indexed by Form.
@@ -51,7 +44,7 @@ struct Inputs {
   // The consumer's own rate limit in samples/s (0 = unknown, unlimited).
   double consumer_rate = 0;
 
-  Form view = Form::kAugmented;  // the view the consumer reads
+  Form view = Form::augmented;  // the view the consumer reads
   double aug_reuse = 1;          // R: each augmented variant is served at most R times
 
   double size_of(Form f) const { return size[static_cast<std::size_t>(f)]; }

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "prepfs/core/tree.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {

@@ -1,4 +1,4 @@
-#include "prepfs/core/profiler.h"
+#include "prepfs/partition/profiler.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -33,7 +33,7 @@ Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
   d.augment_from_decoded_ns = sub(augment_from_decoded_ns, o.augment_from_decoded_ns);
   d.reply_bytes = sub(reply_bytes, o.reply_bytes);
   d.reply_ns = sub(reply_ns, o.reply_ns);
-  for (size_t f = 0; f < model::kForms; f++) d.view_samples[f] = sub(view_samples[f], o.view_samples[f]);
+  for (size_t f = 0; f < kForms; f++) d.view_samples[f] = sub(view_samples[f], o.view_samples[f]);
   return d;
 }
 
@@ -62,7 +62,7 @@ Profiler::Snapshot Profiler::read_counters() const {
   s.ssd_read_ns = load(ssd.read_ns);
   s.ssd_write_bytes = load(ssd.write_bytes);
   s.ssd_write_ns = load(ssd.write_ns);
-  const RenderCounters& rc = src_.renderer.counters();
+  const RenderCounters& rc = src_.renders;
   s.decoded = load(rc.decoded);
   s.decode_ns = load(rc.decode_cpu_ns);
   s.augmented = load(rc.augmented);
@@ -71,8 +71,8 @@ Profiler::Snapshot Profiler::read_counters() const {
   s.augment_from_decoded_ns = load(rc.augment_from_decoded_cpu_ns);
   s.reply_bytes = load(src_.replies.bytes);
   s.reply_ns = load(src_.replies.ns);
-  s.view_samples = {load(src_.data_fs.raw_samples), load(src_.data_fs.decoded_samples),
-                    load(src_.augmented_fs.opens)};
+  s.view_samples = {load(src_.views.raw_samples), load(src_.views.decoded_samples),
+                    load(src_.views.augmented_opens)};
   return s;
 }
 
@@ -81,21 +81,18 @@ Profiler::Snapshot Profiler::read_counters() const {
 void Profiler::refresh_sizes() {
   double n = 0, raw = 0, decoded = 0, augmented = 0;
   const Tree& t = src_.tree;
-  for (uint32_t id = 0; id < t.size(); id++) {
-    if (!S_ISREG(t.node(id).mode) || !t.dims(id).is_image()) continue;
-    // A header claiming more than max_pixels is refused (EIO) and never cached: counting its
-    // decoded size would let one such file make the mean decoded sample look gigabytes large.
-    const ImageDims d = t.dims(id);
-    if (uint64_t(d.width) * d.height > src_.renderer.config().augment.limits.max_pixels) continue;
+  // A header claiming more than max_pixels is no sample (refused, EIO, never cached): counting its
+  // decoded size would let one such file make the mean decoded sample look gigabytes large.
+  for_each_sample(t, src_.shapes, [&](uint32_t id) {
     n++;
     raw += double(t.version(id).size);
-    decoded += double(src_.renderer.decoded_size(id));
-    augmented += double(src_.renderer.augmented_size(id));
-  }
+    decoded += double(src_.shapes.decoded_size(t.dims(id)));
+    augmented += double(src_.shapes.augmented_size(t.dims(id)));
+  });
   std::lock_guard lock(mu_);
   samples_ = n;
-  size_ = n > 0 ? std::array<double, model::kForms>{raw / n, decoded / n, augmented / n}
-                : std::array<double, model::kForms>{};
+  size_ = n > 0 ? std::array<double, kForms>{raw / n, decoded / n, augmented / n}
+                : std::array<double, kForms>{};
 }
 
 void Profiler::tick() {
@@ -168,7 +165,7 @@ void Profiler::update_views(const Snapshot& d) {
   uint64_t total = 0;
   for (uint64_t n : d.view_samples) total += n;
   if (total == 0) return;  // an idle window says nothing about the mix
-  for (size_t f = 0; f < model::kForms; f++) view_share_[f].update(double(d.view_samples[f]) / double(total));
+  for (size_t f = 0; f < kForms; f++) view_share_[f].update(double(d.view_samples[f]) / double(total));
 }
 
 Profile Profiler::profile() const {
@@ -181,7 +178,7 @@ Profile Profiler::profile() const {
   SsdTier* ssd = src_.cache.ssd();
   p.ssd_capacity = ssd ? double(ssd->budget()) : 0;
   p.aug_reuse = src_.aug_reuse;
-  p.cores = src_.renderer.config().cpu;
+  p.cores = src_.cores;
   auto prior = [&](const char* input, std::string text) { p.notes.push_back({input, std::move(text), true}); };
 
   p.src_concurrency = src_.fuse_threads;
@@ -248,11 +245,11 @@ Profile Profiler::profile() const {
   }
 
   size_t best = 0;
-  for (size_t f = 0; f < model::kForms; f++) {
+  for (size_t f = 0; f < kForms; f++) {
     p.view_share[f] = view_share_[f].value();
     if (p.view_share[f] > p.view_share[best]) best = f;
   }
-  p.view = view_share_[0].has_value() ? model::kAllForms[best] : model::Form::kRaw;
+  p.view = view_share_[0].has_value() ? kAllForms[best] : Form::raw;
   return p;
 }
 

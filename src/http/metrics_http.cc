@@ -1,4 +1,4 @@
-#include "prepfs/core/metrics_http.h"
+#include "prepfs/http/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "prepfs/core/planner.h"
+#include "prepfs/partition/planner.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,17 +13,17 @@ namespace {
 
 std::string placement_text(const model::Placement& p) {
   std::string s;
-  for (model::Form f : model::kAllForms)
-    s += fmt::format("{}{} {:.0f}/{:.0f}", s.empty() ? "" : ", ", model::form_name(f), p.at(f, model::Tier::kRam),
-                     p.at(f, model::Tier::kSsd));
+  for (Form f : kAllForms)
+    s += fmt::format("{}{} {:.0f}/{:.0f}", s.empty() ? "" : ", ", form_name(f), p.at(f, Tier::ram),
+                     p.at(f, Tier::ssd));
   return s + " (ram/ssd)";
 }
 
 std::string placement_json(const model::Placement& p) {
   std::string s = "{";
-  for (model::Form f : model::kAllForms)
-    s += fmt::format(R"({}"{}": {{"ram": {:.0f}, "ssd": {:.0f}}})", f == model::Form::kRaw ? "" : ", ",
-                     model::form_name(f), p.at(f, model::Tier::kRam), p.at(f, model::Tier::kSsd));
+  for (Form f : kAllForms)
+    s += fmt::format(R"({}"{}": {{"ram": {:.0f}, "ssd": {:.0f}}})", f == Form::raw ? "" : ", ",
+                     form_name(f), p.at(f, Tier::ram), p.at(f, Tier::ssd));
   return s + "}";
 }
 
@@ -55,14 +55,14 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
       status_.moved_samples++;
       if (was && drop_) drop_(node, was->form);
     });
-  std::array<std::array<double, kFormCount>, model::kTiers> shares{};
-  for (model::Tier t : model::kAllTiers) {
-    const double budget = t == model::Tier::kRam ? cache_.ram().budget() : (cache_.ssd() ? cache_.ssd()->budget() : 0);
+  std::array<std::array<double, kForms>, kTiers> shares{};
+  for (Tier t : kAllTiers) {
+    const double budget = t == Tier::ram ? cache_.ram().budget() : (cache_.ssd() ? cache_.ssd()->budget() : 0);
     if (budget <= 0) continue;
-    for (model::Form f : model::kAllForms) {
+    for (Form f : kAllForms) {
       double bytes = p.at(f, t) * planning.size_of(f) / cfg_.headroom;
       // Room for the files that are not samples, with the SSD's 64-byte header per chunk.
-      if (f == model::Form::kRaw) bytes += cfg_.other_bytes * 1.01 + 65536;
+      if (f == Form::raw) bytes += cfg_.other_bytes * 1.01 + 65536;
       shares[size_t(t)][size_t(f)] = std::min(1.0, bytes / budget);
     }
   }
@@ -154,7 +154,7 @@ std::string Planner::report_json() {
   std::string inputs = "{";
   for (const model::NamedInput& n : model::named_inputs(measured))
     inputs += fmt::format(R"({}"{}": {})", inputs.size() > 1 ? ", " : "", n.name, number(n.value));
-  inputs += fmt::format(R"(, "view": "{}"}})", model::form_name(measured.view));
+  inputs += fmt::format(R"(, "view": "{}"}})", form_name(measured.view));
   std::string rates = "{";
   for (size_t r = 0; r < model::kResources; r++)
     rates += fmt::format(R"({}"{}": {})", r ? ", " : "", model::resource_name(static_cast<model::Resource>(r)),

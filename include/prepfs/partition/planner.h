@@ -10,7 +10,7 @@
 #include <string>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/core/placer.h"
+#include "prepfs/partition/placer.h"
 #include "prepfs/model/inputs.h"
 #include "prepfs/model/solver.h"
 
@@ -18,7 +18,7 @@ namespace prepfs {
 
 struct PlannerConfig {
   bool fixed = false;  // partition=fixed: enforce fixed_shares instead of solving
-  std::array<std::array<double, model::kForms>, model::kTiers> fixed_shares{};  // [tier][form]
+  std::array<std::array<double, kForms>, kTiers> fixed_shares{};  // [tier][form]
   // Re-plan when an input moved by more than this (relative), at most once per min_interval.
   double drift_threshold = 0.3;
   std::chrono::milliseconds min_interval{5000};

@@ -8,12 +8,8 @@
 #include <string_view>
 #include <utility>
 
-#include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/stats.h"
-#include "prepfs/core/data_fs.h"
-#include "prepfs/core/profiler.h"
-#include "prepfs/core/sample_renderer.h"
-#include "prepfs/source/source.h"
+#include "prepfs/observe/stats_json.h"
 
 namespace prepfs {
 
@@ -37,8 +33,7 @@ class PromText {
 
 std::string escape_label_value(std::string_view v);
 
-// Everything the daemon counts, as Prometheus text. renderer and profiler may be null.
-std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
-                           const Profiler* profiler = nullptr);
+// Everything the daemon counts, as Prometheus text.
+std::string render_metrics(const StatsSources& s);
 
 }  // namespace prepfs

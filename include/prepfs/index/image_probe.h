@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "prepfs/core/tree.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {

@@ -1,4 +1,4 @@
-#include "prepfs/core/stats_json.h"
+#include "prepfs/observe/stats_json.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@ namespace prepfs {
 namespace {
 
 std::string tier_json(const TierCounters& c, uint64_t entries, uint64_t bytes, uint64_t budget,
-                      const uint64_t (&form_bytes)[kFormCount]) {
+                      const uint64_t (&form_bytes)[kForms]) {
   return fmt::format(
       R"({{"hits": {}, "misses": {}, "hit_bytes": {}, "inserts": {}, "evictions": {}, "rejected": {}, )"
       R"("corrupt": {}, "write_errors": {}, "entries": {}, "bytes": {}, "budget": {}, )"
@@ -44,23 +44,24 @@ std::string profile_json(const Profile& p) {
       p.src_latency, p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_busy_bw, p.src_concurrency_in_use, p.src_concurrency,
       p.ssd_read_bw, p.ssd_read_stream_bw, p.ssd_read_peak_bw, p.ssd_write_bw,
       p.c_dec, p.c_aug, p.c_aug_from_jpeg, p.c_aug_from_decoded, p.cores, p.copy_bw, p.copy_call_bw,
-      p.view_share[0], p.view_share[1], p.view_share[2], model::form_name(p.view), p.aug_reuse,
+      p.view_share[0], p.view_share[1], p.view_share[2], form_name(p.view), p.aug_reuse,
       names_json(p, true), names_json(p, false));
 }
 
-std::string render_stats_json(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
-                              const Profiler* profiler) {
+std::string render_stats_json(const StatsSources& s) {
+  TierManager& cache = s.cache;
+  Source& source = s.source;
+  const Profiler* profiler = s.profiler;
   const CacheCounters& cc = cache.counters();
-  uint64_t ram_forms[kFormCount], ssd_forms[kFormCount] = {0, 0, 0};
-  for (int f = 0; f < kFormCount; f++) {
+  uint64_t ram_forms[kForms], ssd_forms[kForms] = {0, 0, 0};
+  for (size_t f = 0; f < kForms; f++) {
     ram_forms[f] = cache.ram().bytes(static_cast<Form>(f));
     if (cache.ssd()) ssd_forms[f] = cache.ssd()->bytes(static_cast<Form>(f));
   }
   SsdTier* ssd = cache.ssd();
   const SourceCounters& sc = source.counters();
-  const DataFsCounters& fc = fs.counters();
-  RenderCounters none;
-  const RenderCounters& rc = renderer ? renderer->counters() : none;
+  const ViewCounters& fc = s.views;
+  const RenderCounters& rc = s.renders;
   return fmt::format(
       "{{\n"
       R"(  "source": {{"reads": {}, "bytes": {}, "opens": {}, "errors": {}, "read_seconds": {:.6f}}},)" "\n"
@@ -78,7 +79,7 @@ std::string render_stats_json(TierManager& cache, Source& source, const DataFs& 
       load(fc.reads), load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files),
       load(rc.decoded), load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9,
       load(rc.waits),
-      fs.tree().size(), fs.tree().file_count(), fs.tree().image_count(), fs.tree().memory_bytes(),
+      s.tree.size(), s.tree.file_count(), s.tree.image_count(), s.tree.memory_bytes(),
       profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string());
 }
 

@@ -1,4 +1,4 @@
-#include "prepfs/core/tree.h"
+#include "prepfs/index/tree.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "prepfs/core/tree_store.h"
+#include "prepfs/index/tree_store.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "prepfs/common/error.h"
-#include "prepfs/core/image_probe.h"
+#include "prepfs/index/image_probe.h"
 
 namespace prepfs {
 namespace {

@@ -25,10 +25,8 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/stats.h"
-#include "prepfs/core/augmented_fs.h"
-#include "prepfs/core/data_fs.h"
-#include "prepfs/core/sample_renderer.h"
-#include "prepfs/core/tree.h"
+#include "prepfs/index/sample_shapes.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/model/ewma.h"
 #include "prepfs/model/inputs.h"
 #include "prepfs/source/source.h"
@@ -38,14 +36,15 @@ namespace prepfs {
 // What the profiler watches; every reference must outlive it.
 struct ProfilerSources {
   const Tree& tree;
+  const SampleShapes& shapes;  // which files are samples, and their sizes per form
   Source& source;
   TierManager& cache;
-  const SampleRenderer& renderer;
-  const DataFsCounters& data_fs;
-  const AugmentedFsCounters& augmented_fs;
+  const RenderCounters& renders;
+  const ViewCounters& views;
   const ReplyCounters& replies;
   unsigned fuse_threads = 64;  // the source concurrency the daemon allows (C_src)
   unsigned aug_reuse = 1;
+  unsigned cores = 1;          // the renderer's cpu= slots
 };
 
 struct ProfilerConfig {
@@ -83,7 +82,7 @@ struct ProfileNote {
 struct Profile {
   uint64_t ticks = 0;
   double samples = 0;                           // images in the tree
-  std::array<double, model::kForms> size{};     // mean bytes per sample, indexed by model::Form
+  std::array<double, kForms> size{};     // mean bytes per sample, indexed by Form
   double ram_capacity = 0, ssd_capacity = 0;    // tier budgets, bytes
 
   // Source. latency: EWMA of (read time / reads) per tick. concurrency_in_use: EWMA of (read time
@@ -119,8 +118,8 @@ struct Profile {
 
   // Request mix: EWMA of each view's share of the samples requested per tick (raw/ and decoded/
   // reads at offset 0 of an image; augmented/ opens), and the dominant view (raw before any).
-  std::array<double, model::kForms> view_share{};
-  model::Form view = model::Form::kRaw;
+  std::array<double, kForms> view_share{};
+  Form view = Form::raw;
   double aug_reuse = 1;
 
   std::vector<ProfileNote> notes;  // inputs without a measurement behind them
@@ -160,7 +159,7 @@ class Profiler {
     uint64_t decoded = 0, decode_ns = 0;
     uint64_t augmented = 0, from_decoded = 0, augment_ns = 0, augment_from_decoded_ns = 0;
     uint64_t reply_bytes = 0, reply_ns = 0;
-    std::array<uint64_t, model::kForms> view_samples{};
+    std::array<uint64_t, kForms> view_samples{};
     Snapshot operator-(const Snapshot& o) const;
   };
   // A maximum that decays each tick: a capacity's lower bound that one idle window cannot erase.
@@ -186,14 +185,14 @@ class Profiler {
   std::chrono::steady_clock::time_point last_tick_;
   uint64_t ticks_ = 0;
   double samples_ = 0;
-  std::array<double, model::kForms> size_{};
+  std::array<double, kForms> size_{};
   model::Ewma src_latency_, src_in_flight_, src_stream_bw_, src_busy_bw_;
   DecayingPeak src_peak_bw_;
   model::Ewma ssd_read_stream_bw_, ssd_write_bw_;
   DecayingPeak ssd_read_peak_bw_;
   model::Ewma c_dec_, c_aug_jpeg_, c_aug_dec_;
   model::Ewma copy_call_bw_;
-  std::array<model::Ewma, model::kForms> view_share_;
+  std::array<model::Ewma, kForms> view_share_;
 
   std::mutex cb_mu_;
   std::vector<std::function<void()>> callbacks_;

@@ -1,4 +1,4 @@
-#include "prepfs/core/image_probe.h"
+#include "prepfs/index/image_probe.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "prepfs/core/metrics.h"
+#include "prepfs/observe/metrics.h"
 
 #include <fmt/format.h>
 
@@ -75,8 +75,8 @@ void profile_gauges(PromText& p, const Profile& pr) {
     p.sample(name, {}, v);
   };
   p.family("prepfs_profile_size_bytes", "gauge", "Mean bytes per sample, per form.");
-  for (model::Form f : model::kAllForms)
-    p.sample("prepfs_profile_size_bytes", {{"form", model::form_name(f)}}, pr.size[static_cast<size_t>(f)]);
+  for (Form f : kAllForms)
+    p.sample("prepfs_profile_size_bytes", {{"form", form_name(f)}}, pr.size[static_cast<size_t>(f)]);
   gauge("prepfs_profile_source_latency_seconds", "EWMA of the source's time per read request.", pr.src_latency);
   gauge("prepfs_profile_source_bandwidth_bytes_per_second",
         "Lower bound of the source's bandwidth: max(one request's throughput, decayed peak rate).", pr.src_bandwidth);
@@ -92,14 +92,16 @@ void profile_gauges(PromText& p, const Profile& pr) {
   gauge("prepfs_profile_copy_bytes_per_second", "FUSE reply copy bandwidth: one thread's rate times the cores.",
         pr.copy_bw);
   p.family("prepfs_profile_view_share", "gauge", "EWMA of each view's share of the samples requested.");
-  for (model::Form f : model::kAllForms)
-    p.sample("prepfs_profile_view_share", {{"view", model::form_name(f)}}, pr.view_share[static_cast<size_t>(f)]);
+  for (Form f : kAllForms)
+    p.sample("prepfs_profile_view_share", {{"view", form_name(f)}}, pr.view_share[static_cast<size_t>(f)]);
 }
 
 }  // namespace
 
-std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs, const SampleRenderer* renderer,
-                           const Profiler* profiler) {
+std::string render_metrics(const StatsSources& s) {
+  TierManager& cache = s.cache;
+  Source& source = s.source;
+  const Profiler* profiler = s.profiler;
   PromText p;
   const CacheCounters& cc = cache.counters();
   SsdTier* ssd = cache.ssd();
@@ -129,7 +131,7 @@ std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs,
   p.sample("prepfs_cache_budget_bytes", {{"tier", "ram"}}, cache.ram().budget());
   p.sample("prepfs_cache_budget_bytes", {{"tier", "ssd"}}, ssd ? ssd->budget() : 0);
   p.family("prepfs_cache_bytes", "gauge", "Bytes held by the tier, per form.");
-  for (int f = 0; f < kFormCount; f++) {
+  for (size_t f = 0; f < kForms; f++) {
     const char* form = form_name(static_cast<Form>(f));
     p.sample("prepfs_cache_bytes", {{"tier", "ram"}, {"form", form}}, cache.ram().bytes(static_cast<Form>(f)));
     p.sample("prepfs_cache_bytes", {{"tier", "ssd"}, {"form", form}}, ssd ? ssd->bytes(static_cast<Form>(f)) : 0);
@@ -139,7 +141,7 @@ std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs,
   auto per_form = [&](const char* name, const char* help, std::atomic<uint64_t> PF::*ram,
                       std::atomic<uint64_t> PF::*ssd_f, std::atomic<uint64_t> PF::*miss) {
     p.family(name, "counter", help);
-    for (int f = 0; f < kFormCount; f++) {
+    for (size_t f = 0; f < kForms; f++) {
       const char* form = form_name(static_cast<Form>(f));
       const PF& c = cc.by_form[f];
       p.sample(name, {{"form", form}, {"result", "ram_hit"}}, load(c.*ram));
@@ -174,15 +176,14 @@ std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs,
   counter("prepfs_source_opens_total", "Source files opened.", load(sc.opens));
   p.histogram_seconds("prepfs_source_read_seconds", "Latency of successful source reads.", sc.read_latency);
 
-  const DataFsCounters& fc = fs.counters();
+  const ViewCounters& fc = s.views;
   counter("prepfs_fs_reads_total", "Read requests answered by the raw and decoded views.", load(fc.reads));
   counter("prepfs_fs_read_bytes_total", "Bytes returned by those reads.", load(fc.read_bytes));
   counter("prepfs_fs_read_errors_total", "Reads answered with an error.", load(fc.read_errors));
   counter("prepfs_fs_revalidations_total", "Files revalidated against the source (metadata_ttl).",
           load(fc.revalidations));
 
-  RenderCounters none;
-  const RenderCounters& rc = renderer ? renderer->counters() : none;
+  const RenderCounters& rc = s.renders;
   p.family("prepfs_transform_renders_total", "counter", "Samples rendered by the transforms, by kind.");
   p.sample("prepfs_transform_renders_total", {{"kind", "decoded"}}, load(rc.decoded));
   p.sample("prepfs_transform_renders_total", {{"kind", "augmented"}}, load(rc.augmented));
@@ -192,8 +193,8 @@ std::string render_metrics(TierManager& cache, Source& source, const DataFs& fs,
   p.sample("prepfs_transform_cpu_seconds_total", {}, double(load(rc.cpu_ns)) / 1e9);
   counter("prepfs_transform_cpu_waits_total", "Renders that queued for a cpu slot (-o cpu=).", load(rc.waits));
 
-  gauge("prepfs_index_entries", "Entries in the metadata index.", fs.tree().size());
-  gauge("prepfs_index_files", "Regular files in the metadata index.", fs.tree().file_count());
+  gauge("prepfs_index_entries", "Entries in the metadata index.", s.tree.size());
+  gauge("prepfs_index_files", "Regular files in the metadata index.", s.tree.file_count());
   if (profiler) profile_gauges(p, profiler->profile());
   return p.str();
 }

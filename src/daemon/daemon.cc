@@ -1,0 +1,254 @@
+#include "prepfs/daemon/daemon.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
+#include "prepfs/common/size.h"
+#include "prepfs/core/augmented_fs.h"
+#include "prepfs/core/control_fs.h"
+#include "prepfs/core/data_fs.h"
+#include "prepfs/index/sample_shapes.h"
+#include "prepfs/index/tree_store.h"
+#include "prepfs/observe/metrics.h"
+#include "prepfs/observe/stats_json.h"
+#include "prepfs/partition/placer.h"
+#include "prepfs/partition/planner.h"
+#include "prepfs/partition/profiler.h"
+#include "prepfs/source/posix_source.h"
+#include "prepfs/source/s3_source.h"
+#include "prepfs/store/renderer.h"
+#include "prepfs/store/sample_store.h"
+#include "prepfs/transform/error.h"
+#include "prepfs/transform/pipeline_spec.h"
+
+namespace prepfs {
+namespace {
+
+std::unique_ptr<Source> make_source(const Options& o) {
+  if (!is_s3_url(o.source)) return std::make_unique<PosixSource>(o.source);
+  S3Config sc;
+  sc.endpoint = o.s3_endpoint;
+  sc.region = o.s3_region;
+  sc.path_style = o.s3_path_style;
+  sc.profile = o.s3_profile;
+  sc.connections = o.s3_connections;
+  sc.retry_seconds = o.s3_retry_time;
+  sc.part_size = o.s3_part_size;
+  return std::make_unique<S3Source>(o.source, sc);
+}
+
+// The cache directory of one source, held with an exclusive lock for the daemon's life: two
+// daemons caching the same source into one directory would evict each other's files.
+class CacheDirLock {
+ public:
+  CacheDirLock(const std::string& dir, const std::string& ssd_dir) {
+    try {
+      mkdir_p(dir);
+      fd_ = ::open((dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+      if (fd_ < 0) throw_errno(errno, "cannot write to " + dir);
+    } catch (const Error& e) {
+      throw Error(e.err(), "ssd_dir " + ssd_dir + " is not usable: " + e.what());
+    }
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw Error(EBUSY, "ssd_dir " + dir + " is in use by another prepfs mount of the same source");
+    }
+  }
+  ~CacheDirLock() { ::close(fd_); }
+  CacheDirLock(const CacheDirLock&) = delete;
+  CacheDirLock& operator=(const CacheDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The pipeline options, checked: a bad spec is a usage error reported at mount time.
+SampleShapes shapes_from(const Options& o) {
+  SampleShapes s;
+  s.format = *transform::parse_output_format(o.decoded_format);
+  try {
+    s.spec = transform::PipelineSpec::parse(o.augment.empty() ? transform::kDefaultAugmentSpec : o.augment);
+  } catch (const transform::SpecError& e) {
+    throw Error(EINVAL, std::string("option augment: ") + e.what());
+  }
+  s.max_pixels = o.max_pixels;
+  return s;
+}
+
+unsigned transform_cores(const Options& o) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
+}
+
+CacheConfig cache_config(const Options& o, const std::string& cache_dir) {
+  CacheConfig cc;
+  cc.ram_bytes = o.ram_bytes;
+  cc.ssd_bytes = o.ssd_bytes;
+  cc.ssd_dir = cache_dir + "/ssd";
+  cc.eviction = o.eviction;
+  return cc;
+}
+
+}  // namespace
+
+std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(source_identity.data(), source_identity.size())));
+  return ssd_dir + "/" + hex;
+}
+
+// Declared in construction order: each part's collaborators come before it, and destruction
+// runs the other way.
+struct Daemon::Parts {
+  Options opts;
+  std::unique_ptr<Source> source;
+  std::string cache_dir;
+  std::unique_ptr<CacheDirLock> lock;
+  bool index_reused = false;
+  std::unique_ptr<Tree> tree;
+  std::unique_ptr<TierManager> cache;
+  SampleShapes shapes;
+  ViewCounters views;
+  RenderCounters renders;
+  ReplyCounters replies;  // filled by the front door's data sessions, read by the profiler
+  Invalidations invalidations;
+  std::unique_ptr<Placer> placer;
+  std::unique_ptr<Renderer> renderer;
+  std::unique_ptr<SampleStore> store;
+  std::unique_ptr<DataFs> data_fs;
+  std::unique_ptr<AugmentedFs> augmented_fs;
+  std::unique_ptr<Profiler> profiler;
+  std::unique_ptr<Planner> planner;
+  std::unique_ptr<ControlFs> control_fs;
+
+  StatsSources stats_sources() const {
+    return StatsSources{*cache, *source, *tree, views, renders, profiler.get()};
+  }
+
+  PlannerConfig planner_config() const {
+    PlannerConfig pc;
+    pc.fixed = opts.partition != "auto";
+    for (size_t t = 0; t < kTiers; t++)
+      for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
+    // Files that are not samples are admitted as read: the raw quotas leave room for them.
+    for (uint32_t id = 0; id < tree->size(); id++)
+      if (S_ISREG(tree->node(id).mode) && !shapes.is_sample(tree->dims(id)))
+        pc.other_bytes += double(tree->version(id).size);
+    return pc;
+  }
+};
+
+Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
+  Parts& p = *p_;
+  p.opts = opts;
+  p.shapes = shapes_from(opts);  // option errors first, before anything touches the disk
+  p.source = make_source(opts);
+  p.cache_dir = cache_dir_for(opts.ssd_dir, p.source->identity());
+  p.lock = std::make_unique<CacheDirLock>(p.cache_dir, opts.ssd_dir);
+
+  auto t0 = std::chrono::steady_clock::now();
+  TreeLoad loaded = load_or_scan_tree(*p.source, p.cache_dir + "/index.bin");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("{} {} entries of {} in {:.3f}s ({} of index memory)",
+               loaded.from_index ? "loaded the persisted index:" : "scanned", loaded.tree.size(), opts.source, secs,
+               format_size(loaded.tree.memory_bytes()));
+  p.index_reused = loaded.from_index;
+  p.tree = std::make_unique<Tree>(std::move(loaded.tree));
+
+  try {
+    p.cache = std::make_unique<TierManager>(cache_config(opts, p.cache_dir));
+  } catch (const Error& e) {
+    throw Error(e.err(), "ssd_dir " + opts.ssd_dir + " is not usable: " + e.what());
+  }
+
+  p.placer = std::make_unique<Placer>(*p.tree, p.shapes);
+  RenderConfig rc;
+  rc.shapes = p.shapes;
+  // Off by default: a partial decode skips the entropy data of rows outside the crop less
+  // strictly than a full decode, so a damaged file could pass in augmented/ but fail in decoded/.
+  rc.fast.crop_decode = opts.crop_decode;
+  rc.fast.dct_scale = opts.fast_paths;
+  rc.seed = opts.seed;
+  rc.cpu = transform_cores(opts);
+  p.renderer = std::make_unique<Renderer>(rc, p.renders);
+  p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer);
+
+  DataFsConfig dc;
+  dc.metadata_ttl = opts.metadata_ttl;
+  p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc);
+  const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout);
+
+  // The partition model's measurements, ticking once a second from the end of construction.
+  p.profiler = std::make_unique<Profiler>(ProfilerSources{*p.tree, p.shapes, *p.source, *p.cache, p.renders, p.views,
+                                                          p.replies, opts.threads, opts.aug_reuse, rc.cpu});
+  // The partition: a plan now (from priors where nothing is measured yet), then on drift. A
+  // sample the new plan moves loses its old slot's entries.
+  p.planner = std::make_unique<Planner>(
+      p.planner_config(), [&p](std::string* notes) { return p.profiler->inputs(notes); }, *p.placer, *p.cache,
+      [&p](uint32_t node, Form form) {
+        p.store->forget(p.store->resolve(node), form, p.augmented_fs->current_variant(node));
+      });
+  p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
+                                               : "partition=" + opts.partition);
+
+  p.control_fs = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
+      {"stats", [&p] { return render_stats_json(p.stats_sources()); }},
+      {"metrics", [&p] { return render_metrics(p.stats_sources()); }},
+      {"plan", [&p] { return p.planner->report_text(); }},
+      {"plan.json", [&p] { return p.planner->report_json(); }},
+      {"evict", nullptr, [this](std::string_view) { evict_all(); }},
+  });
+
+  p.profiler->on_tick([&p] { p.planner->on_tick(); });
+  p.profiler->start(std::chrono::seconds(1));
+}
+
+Daemon::~Daemon() { stop(); }
+
+void Daemon::stop() {
+  p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
+  p_->cache->flush();
+}
+
+void Daemon::evict_all() {
+  // Queued SSD writes land first, so nothing reappears after the tiers are empty.
+  p_->cache->flush();
+  p_->cache->evict_all();
+  spdlog::info("evicted every cached entry (.prepfs/evict)");
+}
+
+Filesystem& Daemon::main_fs() { return *p_->data_fs; }
+Filesystem& Daemon::augmented_fs() { return *p_->augmented_fs; }
+Filesystem& Daemon::control_fs() { return *p_->control_fs; }
+Invalidations& Daemon::invalidations() { return p_->invalidations; }
+ReplyCounters& Daemon::replies() { return p_->replies; }
+std::string Daemon::metrics_text() { return render_metrics(p_->stats_sources()); }
+std::string Daemon::stats_json() { return render_stats_json(p_->stats_sources()); }
+const Options& Daemon::options() const { return p_->opts; }
+TierManager& Daemon::cache() { return *p_->cache; }
+SampleStore& Daemon::store() { return *p_->store; }
+Planner& Daemon::planner() { return *p_->planner; }
+Profiler& Daemon::profiler() { return *p_->profiler; }
+const Tree& Daemon::tree() const { return *p_->tree; }
+Source& Daemon::source() { return *p_->source; }
+
+std::string Daemon::summary() const {
+  const Parts& p = *p_;
+  return "serving " + p.opts.source + " at " + p.opts.mountpoint + " (" + std::to_string(p.tree->size()) +
+         " entries, index " + (p.index_reused ? "reused" : "scanned") + ", ram " + format_size(p.opts.ram_bytes) +
+         ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ")";
+}
+
+}  // namespace prepfs
