@@ -130,8 +130,7 @@ PassResult run_pass(const std::vector<std::string>& order, unsigned threads) {
     result.files += local.files;
     result.bytes += local.bytes;
     result.errors += local.errors;
-    result.latencies_ms.insert(result.latencies_ms.end(), local.latencies_ms.begin(),
-                               local.latencies_ms.end());
+    result.latencies_ms.insert(result.latencies_ms.end(), local.latencies_ms.begin(), local.latencies_ms.end());
     if (first_error.empty()) first_error = local_error;
   };
 
@@ -199,16 +198,17 @@ std::string summary_json(const Summary& s) {
                 "\"files_per_s\":%.1f,\"mb_per_s\":%.2f,\"lat_mean_ms\":%.4f,\"lat_p50_ms\":%.4f,"
                 "\"lat_p90_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f}",
                 static_cast<unsigned long long>(s.files), static_cast<unsigned long long>(s.errors),
-                static_cast<unsigned long long>(s.bytes), s.seconds, s.files_per_s, s.mb_per_s,
-                s.mean_ms, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms);
+                static_cast<unsigned long long>(s.bytes), s.seconds, s.files_per_s, s.mb_per_s, s.mean_ms, s.p50_ms,
+                s.p90_ms, s.p99_ms, s.max_ms);
   return buf;
 }
 
 void print_text(const std::string& label, const Summary& s) {
-  std::printf("%-6s files %llu  %.1f files/s  %.1f MB/s  p50 %.3f ms  p99 %.3f ms  "
-              "total %llu bytes in %.3f s",
-              label.c_str(), static_cast<unsigned long long>(s.files), s.files_per_s, s.mb_per_s,
-              s.p50_ms, s.p99_ms, static_cast<unsigned long long>(s.bytes), s.seconds);
+  std::printf(
+      "%-6s files %llu  %.1f files/s  %.1f MB/s  p50 %.3f ms  p99 %.3f ms  "
+      "total %llu bytes in %.3f s",
+      label.c_str(), static_cast<unsigned long long>(s.files), s.files_per_s, s.mb_per_s, s.p50_ms, s.p99_ms,
+      static_cast<unsigned long long>(s.bytes), s.seconds);
   if (s.errors != 0) std::printf("  ERRORS %llu", static_cast<unsigned long long>(s.errors));
   std::printf("\n");
 }
@@ -218,8 +218,7 @@ void print_text(const std::string& label, const Summary& s) {
 int main(int argc, char** argv) {
   Options opts;
   CLI::App app{"prepfs-readbench: whole-file read benchmark (open, read until EOF, close)"};
-  app.add_option("DIR", opts.dir, "Directory to read (and base for relative --list paths)")
-      ->required();
+  app.add_option("DIR", opts.dir, "Directory to read (and base for relative --list paths)")->required();
   app.add_option("--threads", opts.threads, "Reader threads")->check(CLI::Range(1u, 4096u));
   app.add_option("--list", opts.list, "File with one path per line instead of scanning DIR");
   app.add_option("--passes", opts.passes, "Passes (epochs), each in a fresh shuffled order")
@@ -256,11 +255,10 @@ int main(int argc, char** argv) {
   const Summary total = summarize(std::move(all));
 
   if (opts.json) {
-    std::string out = "{\"dir\":\"" + json_escape(opts.dir) +
-                      "\",\"threads\":" + std::to_string(opts.threads) +
+    std::string out = "{\"dir\":\"" + json_escape(opts.dir) + "\",\"threads\":" + std::to_string(opts.threads) +
                       ",\"passes\":" + std::to_string(opts.passes) +
-                      ",\"unique_files\":" + std::to_string(files.size()) +
-                      ",\"total\":" + summary_json(total) + ",\"per_pass\":[";
+                      ",\"unique_files\":" + std::to_string(files.size()) + ",\"total\":" + summary_json(total) +
+                      ",\"per_pass\":[";
     for (size_t i = 0; i < passes.size(); ++i) {
       if (i != 0) out += ',';
       out += summary_json(passes[i]);
@@ -268,8 +266,7 @@ int main(int argc, char** argv) {
     out += "]}";
     std::puts(out.c_str());
   } else {
-    std::printf("%s: %zu files, %u threads, %u pass(es)\n", opts.dir.c_str(), files.size(),
-                opts.threads, opts.passes);
+    std::printf("%s: %zu files, %u threads, %u pass(es)\n", opts.dir.c_str(), files.size(), opts.threads, opts.passes);
     if (passes.size() > 1) {
       for (size_t i = 0; i < passes.size(); ++i) {
         print_text("pass" + std::to_string(i + 1), passes[i]);

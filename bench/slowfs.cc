@@ -69,24 +69,20 @@ struct Options {
 };
 
 struct Counters {
-  std::atomic<uint64_t> opens{0}, reads{0}, read_bytes{0}, lookups{0}, getattrs{0}, opendirs{0},
-      readdirs{0}, readlinks{0};
+  std::atomic<uint64_t> opens{0}, reads{0}, read_bytes{0}, lookups{0}, getattrs{0}, opendirs{0}, readdirs{0},
+      readlinks{0};
 
   void reset() {
-    for (auto* c : {&opens, &reads, &read_bytes, &lookups, &getattrs, &opendirs, &readdirs,
-                    &readlinks}) {
+    for (auto* c : {&opens, &reads, &read_bytes, &lookups, &getattrs, &opendirs, &readdirs, &readlinks}) {
       c->store(0, std::memory_order_relaxed);
     }
   }
 
   std::string json() const {
-    auto v = [](const std::atomic<uint64_t>& c) {
-      return std::to_string(c.load(std::memory_order_relaxed));
-    };
-    return "{\"opens\":" + v(opens) + ",\"reads\":" + v(reads) + ",\"read_bytes\":" +
-           v(read_bytes) + ",\"lookups\":" + v(lookups) + ",\"getattrs\":" + v(getattrs) +
-           ",\"opendirs\":" + v(opendirs) + ",\"readdirs\":" + v(readdirs) + ",\"readlinks\":" +
-           v(readlinks) + "}";
+    auto v = [](const std::atomic<uint64_t>& c) { return std::to_string(c.load(std::memory_order_relaxed)); };
+    return "{\"opens\":" + v(opens) + ",\"reads\":" + v(reads) + ",\"read_bytes\":" + v(read_bytes) +
+           ",\"lookups\":" + v(lookups) + ",\"getattrs\":" + v(getattrs) + ",\"opendirs\":" + v(opendirs) +
+           ",\"readdirs\":" + v(readdirs) + ",\"readlinks\":" + v(readlinks) + "}";
   }
 };
 
@@ -111,8 +107,7 @@ class BandwidthLimiter {
 
  private:
   static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
 
   double bytes_per_sec_;
@@ -276,8 +271,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto& fs = fs_of(req);
   fs.counters.opendirs.fetch_add(1, std::memory_order_relaxed);
   sleep_ms(fs.opts.meta_latency_ms);
-  const int fd = open(proc_path(inode_of(req, ino).fd).c_str(),
-                      O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = open(proc_path(inode_of(req, ino).fd).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     fuse_reply_err(req, errno);
     return;
@@ -329,8 +323,7 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file
       st.st_ino = d.pending->d_ino;
       st.st_mode = static_cast<mode_t>(DTTOIF(d.pending->d_type));
       const off_t next = d.pending->d_off;
-      const size_t len =
-          fuse_add_direntry(req, buf.data() + used, size - used, d.pending->d_name, &st, next);
+      const size_t len = fuse_add_direntry(req, buf.data() + used, size - used, d.pending->d_name, &st, next);
       if (len > size - used) break;  // does not fit: keep it pending for the next call
       used += len;
       d.pending = nullptr;
@@ -473,34 +466,22 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char*, 
 
 // ---- every mutation is refused ------------------------------------------------------------
 
-void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
-}
-void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) {
-  fuse_reply_err(req, EROFS);
-}
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { fuse_reply_err(req, EROFS); }
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { fuse_reply_err(req, EROFS); }
 void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { fuse_reply_err(req, EROFS); }
 void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
 void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) {
-  fuse_reply_err(req, EROFS);
-}
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
 void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
   fuse_reply_err(req, EROFS);
 }
 void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
-}
-void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
-}
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { fuse_reply_err(req, EROFS); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { fuse_reply_err(req, EROFS); }
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
-}
-void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t,
-                        fuse_file_info*, size_t, int) {
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { fuse_reply_err(req, EROFS); }
+void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t, fuse_file_info*, size_t,
+                        int) {
   fuse_reply_err(req, EROFS);
 }
 
@@ -561,8 +542,7 @@ ssize_t io_read(int fd, void* buf, size_t len, void*) { return read(fd, buf, len
 
 // Mounts, serves until unmounted or signalled, unmounts. Returns the process exit code.
 int serve(SlowFs& fs) {
-  std::vector<std::string> arg_strings = {"prepfs-slowfs", "-o",
-                                          "fsname=slowfs,subtype=slowfs,default_permissions"};
+  std::vector<std::string> arg_strings = {"prepfs-slowfs", "-o", "fsname=slowfs,subtype=slowfs,default_permissions"};
   if (fs.opts.allow_other) arg_strings[2] += ",allow_other";
   if (fs.opts.debug) arg_strings.emplace_back("-d");
   std::vector<char*> argv;
@@ -602,26 +582,24 @@ int serve(SlowFs& fs) {
 
 int main(int argc, char** argv) {
   Options opts;
-  CLI::App app{"prepfs-slowfs: read-only FUSE passthrough simulating a slow remote source.\n"
-               "Counters: getfattr -n user.slowfs.stats MOUNTPOINT; "
-               "reset: setfattr -n user.slowfs.reset -v 1 MOUNTPOINT"};
+  CLI::App app{
+      "prepfs-slowfs: read-only FUSE passthrough simulating a slow remote source.\n"
+      "Counters: getfattr -n user.slowfs.stats MOUNTPOINT; "
+      "reset: setfattr -n user.slowfs.reset -v 1 MOUNTPOINT"};
   app.add_option("SRC_DIR", opts.src, "Directory to mirror")->required()->check(CLI::ExistingDirectory);
   app.add_option("MOUNTPOINT", opts.mountpoint, "Where to mount")->required()->check(CLI::ExistingDirectory);
   app.add_flag("-f,--foreground", opts.foreground, "Stay in the foreground");
   app.add_flag("-d,--debug", opts.debug, "libfuse debug output (implies -f)");
   app.add_flag("--allow-other", opts.allow_other, "Mount with -o allow_other");
-  app.add_option("--open-latency-ms", opts.open_latency_ms, "Added to every open")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--open-latency-ms", opts.open_latency_ms, "Added to every open")->check(CLI::NonNegativeNumber);
   app.add_option("--read-latency-ms", opts.read_latency_ms, "Added to every read request")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--meta-latency-ms", opts.meta_latency_ms,
-                 "Added to lookup/getattr/readlink/opendir/readdir")
+  app.add_option("--meta-latency-ms", opts.meta_latency_ms, "Added to lookup/getattr/readlink/opendir/readdir")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--bandwidth-mbps", opts.bandwidth_mbps,
                  "Total read bandwidth cap in MB/s (10^6 bytes/s), shared by all threads; 0 = none")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", opts.threads, "Maximum FUSE worker threads")
-      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--threads", opts.threads, "Maximum FUSE worker threads")->check(CLI::Range(1u, 100000u));
   CLI11_PARSE(app, argc, argv);
   if (opts.debug) opts.foreground = true;
   // fuse_daemonize() changes to "/", and unmounting happens after that: keep an absolute path.
@@ -636,8 +614,7 @@ int main(int argc, char** argv) {
   SlowFs fs(opts);
   fs.root.fd = open(opts.src.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fs.root.fd < 0) {
-    std::fprintf(stderr, "prepfs-slowfs: cannot open %s: %s\n", opts.src.c_str(),
-                 std::strerror(errno));
+    std::fprintf(stderr, "prepfs-slowfs: cannot open %s: %s\n", opts.src.c_str(), std::strerror(errno));
     return 1;
   }
   fs.root.nlookup = 1;  // the root is never forgotten

@@ -1,12 +1,12 @@
 // prepfs: mount a dataset directory or bucket with raw/, decoded/ and augmented/ views served
 // from a RAM + SSD cache. This file parses the command line, daemonizes, builds the Daemon and
 // its front doors (the FUSE mount, the optional metrics endpoint) and waits for a signal.
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> o_lists;
   std::string config_file;
 
-  CLI::App app{"prepfs " PREPFS_VERSION " - the preprocessing filesystem: a FUSE cache that serves a dataset\n"
+  CLI::App app{"prepfs " PREPFS_VERSION
+               " - the preprocessing filesystem: a FUSE cache that serves a dataset\n"
                "(a directory or an s3:// bucket) as raw/, decoded/ and augmented/ from RAM and a local SSD.",
                "prepfs"};
   app.get_formatter()->column_width(26);

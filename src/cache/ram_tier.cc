@@ -57,10 +57,22 @@ void RamTier::clear() {
   old.swap(chunks_);
 }
 
-uint64_t RamTier::bytes() const { std::lock_guard lock(mu_); return index_.bytes(); }
-uint64_t RamTier::bytes(Form f) const { std::lock_guard lock(mu_); return index_.bytes(f); }
-size_t RamTier::entries() const { std::lock_guard lock(mu_); return index_.entries(); }
-uint64_t RamTier::budget() const { std::lock_guard lock(mu_); return index_.budget(); }
+uint64_t RamTier::bytes() const {
+  std::lock_guard lock(mu_);
+  return index_.bytes();
+}
+uint64_t RamTier::bytes(Form f) const {
+  std::lock_guard lock(mu_);
+  return index_.bytes(f);
+}
+size_t RamTier::entries() const {
+  std::lock_guard lock(mu_);
+  return index_.entries();
+}
+uint64_t RamTier::budget() const {
+  std::lock_guard lock(mu_);
+  return index_.budget();
+}
 
 bool RamTier::contains(const CacheKey& key) const {
   std::lock_guard lock(mu_);

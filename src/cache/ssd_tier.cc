@@ -22,9 +22,7 @@ namespace {
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'C', '\0'};
 const char kFormSuffix[kForms] = {'r', 'd', 'a'};
 
-uint64_t header_checksum(const SsdEntryHeader& h) {
-  return XXH3_64bits(&h, offsetof(SsdEntryHeader, header_checksum));
-}
+uint64_t header_checksum(const SsdEntryHeader& h) { return XXH3_64bits(&h, offsetof(SsdEntryHeader, header_checksum)); }
 
 std::atomic<uint64_t> g_tmp_seq{0};
 
@@ -322,8 +320,8 @@ void SsdTier::write_entry(const Job& job) {
     std::vector<CacheKey> shed;
     uint64_t new_budget = index_.bytes() * 9 / 10;
     if (!full_logged_) {
-      spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes", dir_,
-                   index_.budget(), new_budget);
+      spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes", dir_, index_.budget(),
+                   new_budget);
       full_logged_ = true;
     }
     index_.set_budget(new_budget, &shed);
@@ -382,10 +380,22 @@ void SsdTier::clear() {
   unlink_keys(keys);
 }
 
-uint64_t SsdTier::bytes() const { std::lock_guard lock(mu_); return index_.bytes(); }
-uint64_t SsdTier::bytes(Form f) const { std::lock_guard lock(mu_); return index_.bytes(f); }
-size_t SsdTier::entries() const { std::lock_guard lock(mu_); return index_.entries(); }
-uint64_t SsdTier::budget() const { std::lock_guard lock(mu_); return index_.budget(); }
+uint64_t SsdTier::bytes() const {
+  std::lock_guard lock(mu_);
+  return index_.bytes();
+}
+uint64_t SsdTier::bytes(Form f) const {
+  std::lock_guard lock(mu_);
+  return index_.bytes(f);
+}
+size_t SsdTier::entries() const {
+  std::lock_guard lock(mu_);
+  return index_.entries();
+}
+uint64_t SsdTier::budget() const {
+  std::lock_guard lock(mu_);
+  return index_.budget();
+}
 
 uint64_t SsdTier::queued_bytes() {
   std::lock_guard lock(q_mu_);

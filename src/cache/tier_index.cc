@@ -21,7 +21,8 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.size == size) {
       policy_->on_access(key);
-      if (form_policy_[static_cast<size_t>(it->second.form)]) form_policy_[static_cast<size_t>(it->second.form)]->on_access(key);
+      if (form_policy_[static_cast<size_t>(it->second.form)])
+        form_policy_[static_cast<size_t>(it->second.form)]->on_access(key);
       return true;
     }
     erase_entry(it);  // same key, other size: cannot happen with versioned keys, but stay exact
@@ -93,7 +94,7 @@ void TierIndex::set_budget(uint64_t budget, std::vector<CacheKey>* evicted) {
   budget_ = budget;
   while (bytes_ > budget_) {
     std::optional<CacheKey> v = victim_for_room();  // forms above their quota go first, as in admit
-    if (!v) v = entries_.begin()->first;  // no-eviction policy: shrinking must still hold the budget
+    if (!v) v = entries_.begin()->first;            // no-eviction policy: shrinking must still hold the budget
     if (evicted) evicted->push_back(*v);
     erase_entry(entries_.find(*v));
   }

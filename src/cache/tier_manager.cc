@@ -76,8 +76,10 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fi
     }
     // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
     // queued, and may not be readable back for a while).
-    if (admit.ram) ram_->put(key, chunk, form);
-    else if (!admit.last_use) recent_put(key, chunk);
+    if (admit.ram)
+      ram_->put(key, chunk, form);
+    else if (!admit.last_use)
+      recent_put(key, chunk);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -107,8 +109,7 @@ void TierManager::set_partition(const std::array<double, kForms>& ram_shares,
                                 const std::array<double, kForms>& ssd_shares) {
   auto quotas = [](uint64_t budget, const std::array<double, kForms>& shares) {
     std::array<uint64_t, kForms> q{};
-    for (size_t f = 0; f < kForms; f++)
-      q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
+    for (size_t f = 0; f < kForms; f++) q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
     return q;
   };
   ram_->set_form_quotas(quotas(ram_->budget(), ram_shares));

@@ -5,8 +5,6 @@
 
 namespace prepfs {
 
-void throw_errno(int err, const std::string& what) {
-  throw Error(err, what + ": " + std::strerror(err));
-}
+void throw_errno(int err, const std::string& what) { throw Error(err, what + ": " + std::strerror(err)); }
 
 }  // namespace prepfs

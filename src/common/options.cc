@@ -47,9 +47,10 @@ unsigned parse_count(std::string_view key, std::string_view value, unsigned lo, 
 
 // Options the mount(8)/fstab machinery passes that carry no meaning for prepfs.
 bool is_generic_mount_option(std::string_view key) {
-  static const char* generic[] = {"ro", "rw", "_netdev", "nofail", "noauto", "auto", "user", "users",
-                                  "nouser", "dev", "nodev", "suid", "nosuid", "exec", "noexec",
-                                  "atime", "noatime", "relatime", "defaults", "default_permissions",
+  static const char* generic[] = {"ro",     "rw",      "_netdev",  "nofail",   "noauto",
+                                  "auto",   "user",    "users",    "nouser",   "dev",
+                                  "nodev",  "suid",    "nosuid",   "exec",     "noexec",
+                                  "atime",  "noatime", "relatime", "defaults", "default_permissions",
                                   "fsname", "subtype"};
   for (const char* g : generic)
     if (key == g) return true;
@@ -67,7 +68,9 @@ const std::vector<OptionDoc>& option_docs() {
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
-      {"partition", "PLAN", "auto (default: the model plans and re-plans) or fixed:RAW/DEC/AUG[/RAW/DEC/AUG]: percent of each tier (RAM, then SSD) per form"},
+      {"partition", "PLAN",
+       "auto (default: the model plans and re-plans) or fixed:RAW/DEC/AUG[/RAW/DEC/AUG]: percent of each tier (RAM, "
+       "then SSD) per form"},
       {"decoded_format", "FORMAT", "ppm (default) or npy: the file format of decoded/ and augmented/"},
       {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
       {"seed", "N", "seed of the augmented variants (default 0)"},
@@ -102,30 +105,37 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
       throw Error(EINVAL, "option " + std::string(key) + ": " + e.what());
     }
   };
-  if (key == "ram") o.ram_bytes = size();
-  else if (key == "ssd") o.ssd_bytes = size();
-  else if (key == "ssd_dir") { need_value(); o.ssd_dir = std::string(value); }
-  else if (key == "eviction") {
+  if (key == "ram")
+    o.ram_bytes = size();
+  else if (key == "ssd")
+    o.ssd_bytes = size();
+  else if (key == "ssd_dir") {
+    need_value();
+    o.ssd_dir = std::string(value);
+  } else if (key == "eviction") {
     need_value();
     if (value != "lru" && value != "random" && value != "none")
       throw bad_value(key, value, "expected lru, random or none");
     o.eviction = std::string(value);
-  }
-  else if (key == "metadata_ttl") { need_value(); o.metadata_ttl = parse_seconds(key, value); }
-  else if (key == "threads") { need_value(); o.threads = parse_count(key, value, 1, 1024); }
-  else if (key == "log_level") {
+  } else if (key == "metadata_ttl") {
+    need_value();
+    o.metadata_ttl = parse_seconds(key, value);
+  } else if (key == "threads") {
+    need_value();
+    o.threads = parse_count(key, value, 1, 1024);
+  } else if (key == "log_level") {
     need_value();
     static const char* levels[] = {"trace", "debug", "info", "warn", "error", "off"};
     if (std::none_of(std::begin(levels), std::end(levels), [&](const char* l) { return value == l; }))
       throw bad_value(key, value, "expected trace, debug, info, warn, error or off");
     o.log_level = std::string(value);
-  }
-  else if (key == "partition") {
+  } else if (key == "partition") {
     need_value();
     std::string v(value);
     // In an -o list commas separate options, so the shares may be written RAW/DEC/AUG there
     // (or with escaped commas); a config file takes either.
-    for (char& c : v) if (c == '/') c = ',';
+    for (char& c : v)
+      if (c == '/') c = ',';
     if (v == "auto") {
       o.partition = v;
       for (double& sh : o.partition_shares) sh = 1;  // unused by auto
@@ -144,58 +154,75 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
       bool ok = *p == 0 && (n == 3 || n == 6) && std::all_of(pct, pct + n, [](double x) { return x >= 0; }) &&
                 sums_ok(0) && (n == 3 || sums_ok(3));
       if (!ok)
-        throw bad_value(key, value, "expected fixed:RAW,DEC,AUG (both tiers) or fixed:RAW,DEC,AUG,RAW,DEC,AUG "
-                                    "(RAM, then SSD): percentages of a tier summing to at most 100");
+        throw bad_value(key, value,
+                        "expected fixed:RAW,DEC,AUG (both tiers) or fixed:RAW,DEC,AUG,RAW,DEC,AUG "
+                        "(RAM, then SSD): percentages of a tier summing to at most 100");
       o.partition = v;
       for (int i = 0; i < 6; i++) o.partition_shares[i] = pct[n == 3 ? i % 3 : i] / 100.0;
     } else {
       throw bad_value(key, value, "expected auto or fixed:RAW,DEC,AUG");
     }
-  }
-  else if (key == "decoded_format") {
+  } else if (key == "decoded_format") {
     need_value();
     if (value != "ppm" && value != "npy") throw bad_value(key, value, "expected ppm or npy");
     o.decoded_format = std::string(value);
-  }
-  else if (key == "augment") { need_value(); o.augment = std::string(value); }
-  else if (key == "seed") { need_value(); o.seed = parse_count(key, value, 0, 4294967295u); }
-  else if (key == "aug_reuse") { need_value(); o.aug_reuse = parse_count(key, value, 1, 1000000); }
-  else if (key == "cpu") { need_value(); o.cpu = parse_count(key, value, 0, 1024); }
-  else if (key == "max_pixels") { need_value(); o.max_pixels = parse_count(key, value, 1, 4294967295u); }
-  else if (key == "fast_paths" || key == "crop_decode") {
+  } else if (key == "augment") {
+    need_value();
+    o.augment = std::string(value);
+  } else if (key == "seed") {
+    need_value();
+    o.seed = parse_count(key, value, 0, 4294967295u);
+  } else if (key == "aug_reuse") {
+    need_value();
+    o.aug_reuse = parse_count(key, value, 1, 1000000);
+  } else if (key == "cpu") {
+    need_value();
+    o.cpu = parse_count(key, value, 0, 1024);
+  } else if (key == "max_pixels") {
+    need_value();
+    o.max_pixels = parse_count(key, value, 1, 4294967295u);
+  } else if (key == "fast_paths" || key == "crop_decode") {
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
     (key == "fast_paths" ? o.fast_paths : o.crop_decode) = value == "1";
-  }
-  else if (key == "metrics_addr") {
+  } else if (key == "metrics_addr") {
     need_value();
     size_t colon = value.rfind(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == value.size())
       throw bad_value(key, value, "expected HOST:PORT, for example 127.0.0.1:9100");
     o.metrics_addr = std::string(value);
-  }
-  else if (key == "s3_endpoint") { need_value(); o.s3_endpoint = std::string(value); }
-  else if (key == "s3_region") { need_value(); o.s3_region = std::string(value); }
-  else if (key == "s3_path_style") {
+  } else if (key == "s3_endpoint") {
+    need_value();
+    o.s3_endpoint = std::string(value);
+  } else if (key == "s3_region") {
+    need_value();
+    o.s3_region = std::string(value);
+  } else if (key == "s3_path_style") {
     need_value();
     if (value != "0" && value != "1" && value != "auto") throw bad_value(key, value, "expected 0, 1 or auto");
     o.s3_path_style = std::string(value);
-  }
-  else if (key == "s3_profile") { need_value(); o.s3_profile = std::string(value); }
-  else if (key == "s3_connections") { need_value(); o.s3_connections = parse_count(key, value, 1, 1024); }
-  else if (key == "s3_retry_time") {
+  } else if (key == "s3_profile") {
+    need_value();
+    o.s3_profile = std::string(value);
+  } else if (key == "s3_connections") {
+    need_value();
+    o.s3_connections = parse_count(key, value, 1, 1024);
+  } else if (key == "s3_retry_time") {
     need_value();
     o.s3_retry_time = parse_seconds(key, value);
     if (o.s3_retry_time < 0) throw bad_value(key, value, "expected seconds >= 0");
-  }
-  else if (key == "s3_part_size") {
+  } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
-  }
-  else if (key == "allow_other") o.allow_other = true;
-  else if (key == "debug") { o.debug_fuse = true; o.foreground = true; }
-  else if (is_generic_mount_option(key)) o.ignored.push_back(std::string(key));
-  else throw Error(EINVAL, "unknown option '" + std::string(key) + "' (see prepfs --help)");
+  } else if (key == "allow_other")
+    o.allow_other = true;
+  else if (key == "debug") {
+    o.debug_fuse = true;
+    o.foreground = true;
+  } else if (is_generic_mount_option(key))
+    o.ignored.push_back(std::string(key));
+  else
+    throw Error(EINVAL, "unknown option '" + std::string(key) + "' (see prepfs --help)");
 }
 
 void apply_option_list(Options& o, std::string_view list) {
@@ -205,13 +232,19 @@ void apply_option_list(Options& o, std::string_view list) {
     item.clear();
     if (t.empty()) return;
     size_t eq = t.find('=');
-    if (eq == std::string::npos) apply_option(o, t, "", false);
-    else apply_option(o, trim(t.substr(0, eq)), trim(t.substr(eq + 1)), true);
+    if (eq == std::string::npos)
+      apply_option(o, t, "", false);
+    else
+      apply_option(o, trim(t.substr(0, eq)), trim(t.substr(eq + 1)), true);
   };
   for (size_t i = 0; i < list.size(); i++) {
-    if (list[i] == '\\' && i + 1 < list.size() && list[i + 1] == ',') { item += ','; i++; }
-    else if (list[i] == ',') flush();
-    else item += list[i];
+    if (list[i] == '\\' && i + 1 < list.size() && list[i + 1] == ',') {
+      item += ',';
+      i++;
+    } else if (list[i] == ',')
+      flush();
+    else
+      item += list[i];
   }
   flush();
 }
@@ -231,9 +264,12 @@ void apply_config_file(Options& o, const std::string& path) {
     std::string key = trim(t.substr(0, eq));
     std::string value = eq == std::string::npos ? "" : trim(t.substr(eq + 1));
     try {
-      if (key == "source") o.source = value;
-      else if (key == "mountpoint") o.mountpoint = value;
-      else apply_option(o, key, value, eq != std::string::npos);
+      if (key == "source")
+        o.source = value;
+      else if (key == "mountpoint")
+        o.mountpoint = value;
+      else
+        apply_option(o, key, value, eq != std::string::npos);
     } catch (const Error& e) {
       throw Error(e.err(), path + ":" + std::to_string(lineno) + ": " + e.what());
     }
@@ -247,8 +283,8 @@ void finalize_options(Options& o) {
     } else {
       const char* xdg = std::getenv("XDG_CACHE_HOME");
       const char* home = std::getenv("HOME");
-      o.ssd_dir = xdg && *xdg ? std::string(xdg) + "/prepfs"
-                              : std::string(home && *home ? home : "/tmp") + "/.cache/prepfs";
+      o.ssd_dir =
+          xdg && *xdg ? std::string(xdg) + "/prepfs" : std::string(home && *home ? home : "/tmp") + "/.cache/prepfs";
     }
   }
 }

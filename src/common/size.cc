@@ -1,7 +1,7 @@
 #include "prepfs/common/size.h"
 
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -12,8 +12,8 @@ namespace prepfs {
 
 uint64_t parse_size(std::string_view text) {
   auto bad = [&](const char* why) {
-    return Error(EINVAL, "invalid size '" + std::string(text) + "': " + why +
-                             " (expected e.g. 512M, 4G, 1.5T or a byte count)");
+    return Error(
+        EINVAL, "invalid size '" + std::string(text) + "': " + why + " (expected e.g. 512M, 4G, 1.5T or a byte count)");
   };
   std::string s(text);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -25,7 +25,7 @@ uint64_t parse_size(std::string_view text) {
   if (num.find('.') != num.rfind('.')) throw bad("malformed number");
   long double value = std::strtold(num.c_str(), nullptr);
   if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();  // "4GB"
-  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();      // "4Gi"
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();       // "4Gi"
   int shift = 0;
   if (unit.size() > 1) throw bad("unknown unit");
   if (unit.size() == 1) {
@@ -53,8 +53,10 @@ std::string format_size(uint64_t bytes) {
     u++;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(bytes), units[u]);
-  else std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(bytes), units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f%s", v, units[u]);
   return buf;
 }
 

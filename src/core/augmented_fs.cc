@@ -13,8 +13,13 @@ namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
                          double timeout)
-    : tree_(tree), store_(store), counters_(counters), names_(tree, transform::extension(store.shapes().format)),
-      aug_reuse_(std::max(1u, aug_reuse)), timeout_(timeout), opens_(new std::atomic<uint32_t>[tree.size()]) {
+    : tree_(tree),
+      store_(store),
+      counters_(counters),
+      names_(tree, transform::extension(store.shapes().format)),
+      aug_reuse_(std::max(1u, aug_reuse)),
+      timeout_(timeout),
+      opens_(new std::atomic<uint32_t>[tree.size()]) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
 
@@ -51,13 +56,14 @@ void AugmentedFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   uint32_t dir = node_of(ino);
   if (!tree_.is_dir(dir)) throw Error(ENOTDIR, "not a directory");
   const Node& d = tree_.node(dir);
-  list_dir(offset, attr(dir), [&] { return attr(dir == Tree::kRoot ? dir : d.parent); }, d.nchildren,
-           [&](uint64_t i) -> std::optional<DirEntry> {
-             const uint32_t child = d.first_child + static_cast<uint32_t>(i);
-             if (!names_.visible(child)) return std::nullopt;
-             return DirEntry{names_.name(child), attr(child)};
-           },
-           emit);
+  list_dir(
+      offset, attr(dir), [&] { return attr(dir == Tree::kRoot ? dir : d.parent); }, d.nchildren,
+      [&](uint64_t i) -> std::optional<DirEntry> {
+        const uint32_t child = d.first_child + static_cast<uint32_t>(i);
+        if (!names_.visible(child)) return std::nullopt;
+        return DirEntry{names_.name(child), attr(child)};
+      },
+      emit);
 }
 
 std::string AugmentedFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }

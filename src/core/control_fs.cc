@@ -57,14 +57,15 @@ Attr ControlFs::lookup(uint64_t parent, std::string_view name) {
 void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   if (ino != 1) throw Error(ENOTDIR, "not a directory");
   Attr dir = getattr(1);
-  list_dir(offset, dir, [&] { return dir; }, files_.size(),
-           [&](uint64_t i) -> std::optional<DirEntry> {
-             Attr a;
-             a.ino = i + 2;
-             a.mode = mode_of(files_[i]);
-             return DirEntry{files_[i].name, a};
-           },
-           emit);
+  list_dir(
+      offset, dir, [&] { return dir; }, files_.size(),
+      [&](uint64_t i) -> std::optional<DirEntry> {
+        Attr a;
+        a.ino = i + 2;
+        a.mode = mode_of(files_[i]);
+        return DirEntry{files_[i].name, a};
+      },
+      emit);
 }
 
 std::string ControlFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }

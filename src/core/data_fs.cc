@@ -20,10 +20,14 @@ constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let th
 
 DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& counters, Invalidations& invalidations,
                const DataFsConfig& cfg)
-    : tree_(tree), source_(source), store_(store), counters_(counters), invalidations_(invalidations), cfg_(cfg),
+    : tree_(tree),
+      source_(source),
+      store_(store),
+      counters_(counters),
+      invalidations_(invalidations),
+      cfg_(cfg),
       mount_time_ns_(wall_clock_ns()) {
-  if (cfg_.image_views)
-    names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
+  if (cfg_.image_views) names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
   if (cfg_.metadata_ttl >= 0) {
     validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
     for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
@@ -75,8 +79,8 @@ Attr DataFs::node_attr(View view, uint32_t id) {
 void DataFs::maybe_revalidate(uint32_t id, bool force) {
   if (!validated_at_ || !S_ISREG(tree_.node(id).mode)) return;
   // Milliseconds since start, +1 so that 0 means "never validated".
-  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - start_).count() + 1;
+  int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count() + 1;
   int64_t last = validated_at_[id].load(std::memory_order_relaxed);
   if (!force && last != 0 && double(now_ms - last) < cfg_.metadata_ttl * 1000.0) return;
   validated_at_[id].store(now_ms, std::memory_order_relaxed);
@@ -125,27 +129,30 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
       fixed.push_back({kDecodedDirName, node_attr(kDecoded, Tree::kRoot)});
     }
     fixed.push_back({kRawDirName, node_attr(kRaw, Tree::kRoot)});
-    list_dir(offset, dir_attr(kRootIno), [&] { return dir_attr(kRootIno); }, fixed.size(),
-             [&](uint64_t i) { return std::optional<DirEntry>(fixed[i]); }, emit);
+    list_dir(
+        offset, dir_attr(kRootIno), [&] { return dir_attr(kRootIno); }, fixed.size(),
+        [&](uint64_t i) { return std::optional<DirEntry>(fixed[i]); }, emit);
     return;
   }
   if (ino == kControlDirIno || ino == kAugmentedDirIno) {
-    list_dir(offset, dir_attr(ino), [&] { return dir_attr(kRootIno); }, 0, nullptr, emit);
+    list_dir(
+        offset, dir_attr(ino), [&] { return dir_attr(kRootIno); }, 0, nullptr, emit);
     return;
   }
   auto [view, id] = node_of(ino);
   if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
   const Node& d = tree_.node(id);
   // Children a view hides (non-images in decoded/) are skipped but keep their offsets.
-  list_dir(offset, getattr(ino),
-           [&, v = view] { return id == Tree::kRoot ? dir_attr(kRootIno) : getattr(ino_of(v, d.parent)); }, d.nchildren,
-           [&, v = view](uint64_t i) -> std::optional<DirEntry> {
-             const uint32_t child = d.first_child + static_cast<uint32_t>(i);
-             if (v == kRaw) return DirEntry{std::string(tree_.name(child)), node_attr(kRaw, child)};
-             if (!names_->visible(child)) return std::nullopt;
-             return DirEntry{names_->name(child), node_attr(v, child)};
-           },
-           emit);
+  list_dir(
+      offset, getattr(ino),
+      [&, v = view] { return id == Tree::kRoot ? dir_attr(kRootIno) : getattr(ino_of(v, d.parent)); }, d.nchildren,
+      [&, v = view](uint64_t i) -> std::optional<DirEntry> {
+        const uint32_t child = d.first_child + static_cast<uint32_t>(i);
+        if (v == kRaw) return DirEntry{std::string(tree_.name(child)), node_attr(kRaw, child)};
+        if (!names_->visible(child)) return std::nullopt;
+        return DirEntry{names_->name(child), node_attr(v, child)};
+      },
+      emit);
 }
 
 std::string DataFs::readlink(uint64_t ino) {
@@ -159,8 +166,8 @@ OpenReply DataFs::open(uint64_t ino, int flags) {
   uint32_t id = node_of(ino).second;
   if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
   OpenReply r;
-  r.keep_cache = true;    // raw and decoded bytes of one version never change
-  r.needs_open = false;   // no per-open state: the kernel may stop sending OPEN at all
+  r.keep_cache = true;   // raw and decoded bytes of one version never change
+  r.needs_open = false;  // no per-open state: the kernel may stop sending OPEN at all
   return r;
 }
 

@@ -32,8 +32,10 @@ std::optional<uint32_t> ImageNames::first_claimant(uint32_t dir, std::string_vie
   uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (tree_.name(mid) < stem) lo = mid + 1;
-    else hi = mid;
+    if (tree_.name(mid) < stem)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   for (uint32_t c = lo; c < d.first_child + d.nchildren && tree_.name(c).starts_with(stem); c++)
     if (claims(c, stem)) return c;

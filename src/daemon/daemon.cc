@@ -132,9 +132,7 @@ struct Daemon::Parts {
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
 
-  StatsSources stats_sources() const {
-    return StatsSources{*cache, *source, *tree, views, renders, profiler.get()};
-  }
+  StatsSources stats_sources() const { return StatsSources{*cache, *source, *tree, views, renders, profiler.get()}; }
 
   PlannerConfig planner_config() const {
     PlannerConfig pc;

@@ -132,8 +132,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     }
     ReplyCounters* rc = session_of(req).config().reply_counters;
     uint64_t t0 = rc ? steady_ns() : 0;
-    if (iov.empty()) fuse_reply_buf(req, nullptr, 0);
-    else fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+    if (iov.empty())
+      fuse_reply_buf(req, nullptr, 0);
+    else
+      fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
     if (rc) {  // the copy into the reader's buffer happens inside the reply call
       bump(rc->bytes, bytes);
       bump(rc->ns, steady_ns() - t0);
@@ -215,8 +217,8 @@ void erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
 
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fuse_file_info*) {
   // truncate(2) / O_TRUNC on a command file: accepted (timestamps that come with it are ignored).
-  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-                         FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+  constexpr int kTimes = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
+                         FUSE_SET_ATTR_CTIME;
   if (!(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
   guarded(req, "setattr", [&] {
     Attr a = fs_of(req).truncate(ino, static_cast<uint64_t>(st->st_size));

@@ -1,8 +1,8 @@
 #include "prepfs/fuse/session.h"
 
 #include <fuse_lowlevel.h>
-#include <spdlog/spdlog.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,7 +53,8 @@ FuseSession::~FuseSession() {
 }
 
 void FuseSession::mount() {
-  std::string opts = std::string(cfg_.read_only ? "ro" : "rw") + ",default_permissions,subtype=prepfs,fsname=" + escape_option(cfg_.fsname) +
+  std::string opts = std::string(cfg_.read_only ? "ro" : "rw") +
+                     ",default_permissions,subtype=prepfs,fsname=" + escape_option(cfg_.fsname) +
                      ",max_read=" + std::to_string(kMaxTransfer);
   if (cfg_.allow_other) opts += ",allow_other";
   std::vector<std::string> argv_s = {"prepfs", "-o", opts};
@@ -65,7 +66,8 @@ void FuseSession::mount() {
   fuse_opt_free_args(&args);
   if (!se_) throw Error(EINVAL, "cannot create a FUSE session (see the messages above)");
   if (fuse_session_mount(se_, cfg_.mountpoint.c_str()) != 0)
-    throw Error(EIO, "cannot mount " + cfg_.mountpoint + " (is /dev/fuse available, and are you root or in group fuse?)");
+    throw Error(EIO,
+                "cannot mount " + cfg_.mountpoint + " (is /dev/fuse available, and are you root or in group fuse?)");
   mounted_ = true;
   conn_id_ = connection_id(cfg_.mountpoint);  // not stat(): nothing answers on the mount yet
   // Mounted now, not at stop: otherwise the grace period in stop() would watch a directory that

@@ -17,9 +17,7 @@
 namespace prepfs {
 
 ListenAddr parse_listen_addr(const std::string& addr) {
-  auto bad = [&](const std::string& why) {
-    return Error(EINVAL, "option metrics_addr=" + addr + ": " + why);
-  };
+  auto bad = [&](const std::string& why) { return Error(EINVAL, "option metrics_addr=" + addr + ": " + why); };
   ListenAddr out;
   std::string port;
   if (!addr.empty() && addr[0] == '[') {
@@ -30,7 +28,8 @@ ListenAddr parse_listen_addr(const std::string& addr) {
     port = addr.substr(close + 2);
   } else {
     size_t colon = addr.rfind(':');
-    if (colon == std::string::npos || addr.find(':') != colon) throw bad("expected HOST:PORT, for example 127.0.0.1:9100");
+    if (colon == std::string::npos || addr.find(':') != colon)
+      throw bad("expected HOST:PORT, for example 127.0.0.1:9100");
     out.host = addr.substr(0, colon);
     port = addr.substr(colon + 1);
   }
@@ -56,8 +55,8 @@ MHD_Result reply(MHD_Connection* conn, unsigned status, const std::string& body,
   return rc;
 }
 
-MHD_Result handle(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*,
-                  const char*, size_t* upload_size, void** con_cls) {
+MHD_Result handle(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*, const char*,
+                  size_t* upload_size, void** con_cls) {
   // The first call per request only announces the headers; answer on the second (no body expected).
   static int marker;
   if (*con_cls != &marker) {
@@ -107,10 +106,8 @@ MetricsHttpServer::MetricsHttpServer(const std::string& addr, Render render) : r
   }
   errno = 0;
   MHD_Daemon* d = MHD_start_daemon(flags, static_cast<uint16_t>(la.port), nullptr, nullptr, &handle, this,
-                                   MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&ss),
-                                   MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                   MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                                   MHD_OPTION_END);
+                                   MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&ss), MHD_OPTION_CONNECTION_LIMIT,
+                                   64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
   if (!d) {
     int err = errno ? errno : EADDRINUSE;
     throw Error(err, "metrics_addr=" + addr + ": cannot listen: " + std::strerror(err));
@@ -130,8 +127,9 @@ bool MetricsHttpServer::available() { return false; }
 
 MetricsHttpServer::MetricsHttpServer(const std::string& addr, Render render) : render_(std::move(render)) {
   parse_listen_addr(addr);
-  throw Error(ENOTSUP, "metrics_addr=" + addr + ": this prepfs was built without libmicrohttpd; "
-                       "read MOUNTPOINT/.prepfs/metrics instead");
+  throw Error(ENOTSUP, "metrics_addr=" + addr +
+                           ": this prepfs was built without libmicrohttpd; "
+                           "read MOUNTPOINT/.prepfs/metrics instead");
 }
 
 MetricsHttpServer::~MetricsHttpServer() = default;

@@ -24,15 +24,12 @@ ImageDims probe_image(Source& source, const std::string& rel, const FileVersion&
     if (attempt == 0 && !transform::looks_like_jpeg(buf)) return {};
     HeaderResult h = transform::parse_jpeg_header(buf, n >= version.size);
     switch (h.status) {
-      case HeaderResult::Status::kOk:
-        return ImageDims{h.info.width, h.info.height};
+      case HeaderResult::Status::kOk: return ImageDims{h.info.width, h.info.height};
       case HeaderResult::Status::kNeedMore:
         // An APPn block (EXIF thumbnail, ICC profile) before the frame header: read up to it.
         want = static_cast<size_t>(std::min<uint64_t>(version.size, std::max(h.need_bytes, want * 4)));
         continue;
-      default:
-        spdlog::info("{}: not served in decoded/ and augmented/: {}", rel, h.message);
-        return {};
+      default: spdlog::info("{}: not served in decoded/ and augmented/: {}", rel, h.message); return {};
     }
   }
   spdlog::info("{}: not served in decoded/ and augmented/: header too large", rel);

@@ -129,8 +129,10 @@ std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const 
     uint32_t mid = lo + (hi - lo) / 2;
     int c = this->name(mid).compare(name);
     if (c == 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return std::nullopt;
 }
@@ -151,14 +153,14 @@ uint64_t Tree::memory_bytes() const {
 }
 
 void Tree::count_files() {
-  file_count_ = static_cast<uint64_t>(
-      std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
+  file_count_ =
+      static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
 }
 
 void Tree::set_all_dims(std::vector<ImageDims> d) {
   dims_ = std::move(d);
-  image_count_ = static_cast<uint64_t>(
-      std::count_if(dims_.begin(), dims_.end(), [](const ImageDims& x) { return x.is_image(); }));
+  image_count_ =
+      static_cast<uint64_t>(std::count_if(dims_.begin(), dims_.end(), [](const ImageDims& x) { return x.is_image(); }));
 }
 
 }  // namespace prepfs

@@ -47,8 +47,10 @@ class Ring {
         if (!sqe) break;
         size_t seg_off = submitted * kSegment;
         unsigned n = static_cast<unsigned>(std::min(kSegment, len - seg_off));
-        if (write) io_uring_prep_write(sqe, fd, buf + seg_off, n, off + seg_off);
-        else io_uring_prep_read(sqe, fd, buf + seg_off, n, off + seg_off);
+        if (write)
+          io_uring_prep_write(sqe, fd, buf + seg_off, n, off + seg_off);
+        else
+          io_uring_prep_read(sqe, fd, buf + seg_off, n, off + seg_off);
         io_uring_sqe_set_data64(sqe, submitted);
         submitted++;
       }

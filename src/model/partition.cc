@@ -11,9 +11,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::size_t idx(Form f, Tier t) {
-  return static_cast<std::size_t>(f) * kTiers + static_cast<std::size_t>(t);
-}
+std::size_t idx(Form f, Tier t) { return static_cast<std::size_t>(f) * kTiers + static_cast<std::size_t>(t); }
 
 Usage minus(const Usage& a, const Usage& b) {
   return {a.cpu_s - b.cpu_s,

@@ -19,9 +19,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::size_t kX = kForms * kTiers;  // 6 placement variables
 constexpr std::size_t kVars = kX + 1;        // plus tau
 
-std::size_t idx(Form f, Tier t) {
-  return static_cast<std::size_t>(f) * kTiers + static_cast<std::size_t>(t);
-}
+std::size_t idx(Form f, Tier t) { return static_cast<std::size_t>(f) * kTiers + static_cast<std::size_t>(t); }
 
 struct Row {
   std::array<double, kVars> a{};
@@ -294,8 +292,7 @@ std::string explain(const Inputs& in, const Plan& plan) {
   std::string s;
   s += printf_string("view: %s/, aug_reuse %g\n", form_name(in.view), in.aug_reuse);
   s += "measured inputs:\n";
-  for (const NamedInput& n : named_inputs(in))
-  {
+  for (const NamedInput& n : named_inputs(in)) {
     const bool unmeasured = n.value == 0 && n.unit[0] && std::string(n.name).find("capacity") == std::string::npos;
     s += printf_string("  %-20s %s\n", n.name, unmeasured ? "unknown (unconstrained)" : human(n.value, n.unit).c_str());
   }
@@ -304,9 +301,9 @@ std::string explain(const Inputs& in, const Plan& plan) {
     s += printf_string("  %-10s %14.0f %14.0f\n", form_name(f), plan.placement.at(f, Tier::ram),
                        plan.placement.at(f, Tier::ssd));
   s += printf_string("  %-10s %14.0f\n", "uncached", std::max(0.0, in.samples - plan.placement.total()));
-  s += printf_string("  ram used %s of %s, ssd used %s of %s\n", human(plan.placement.bytes(in, Tier::ram), "B").c_str(),
-                     human(in.ram_capacity, "B").c_str(), human(plan.placement.bytes(in, Tier::ssd), "B").c_str(),
-                     human(in.ssd_capacity, "B").c_str());
+  s += printf_string("  ram used %s of %s, ssd used %s of %s\n",
+                     human(plan.placement.bytes(in, Tier::ram), "B").c_str(), human(in.ram_capacity, "B").c_str(),
+                     human(plan.placement.bytes(in, Tier::ssd), "B").c_str(), human(in.ssd_capacity, "B").c_str());
   const Prediction& pr = plan.prediction;
   s += printf_string("predicted throughput: %s, bound by %s\n", rate(pr.throughput).c_str(), resource_name(pr.binding));
   s += "  per resource:";
@@ -320,7 +317,8 @@ std::string explain(const Inputs& in, const Plan& plan) {
   const Prediction& none = plan.alternatives[0].prediction;
   if (!plan.caching_helps) {
     if (none.binding == Resource::kConsumer)
-      s += "verdict: caching cannot help: the source already keeps up with the consumer; nothing is cached, no SSD write is spent\n";
+      s += "verdict: caching cannot help: the source already keeps up with the consumer; nothing is cached, no SSD "
+           "write is spent\n";
     else
       s += printf_string(
           "verdict: caching cannot help: with no cache the binding resource is %s, and no placement uses less of it; "
@@ -330,14 +328,17 @@ std::string explain(const Inputs& in, const Plan& plan) {
     s += printf_string("verdict: caching raises throughput %.2fx over no cache", pr.throughput / none.throughput);
     const Alternative* best_single = &plan.alternatives[1];
     for (std::size_t i = 2; i < plan.alternatives.size(); i++)
-      if (plan.alternatives[i].prediction.throughput > best_single->prediction.throughput) best_single = &plan.alternatives[i];
+      if (plan.alternatives[i].prediction.throughput > best_single->prediction.throughput)
+        best_single = &plan.alternatives[i];
     s += printf_string(", %.2fx over the best single form (%s)\n", pr.throughput / best_single->prediction.throughput,
                        best_single->name);
   }
   if (in.view == Form::augmented && in.aug_reuse <= 1)
-    s += "note: aug_reuse 1: every augmented variant is regenerated for each read, so caching augmented saves nothing\n";
+    s +=
+        "note: aug_reuse 1: every augmented variant is regenerated for each read, so caching augmented saves nothing\n";
   if (in.view != Form::augmented)
-    s += printf_string("note: the consumer reads %s/, so forms derived beyond it are never served\n", form_name(in.view));
+    s += printf_string("note: the consumer reads %s/, so forms derived beyond it are never served\n",
+                       form_name(in.view));
   return s;
 }
 

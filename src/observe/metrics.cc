@@ -8,10 +8,14 @@ std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -20,9 +24,12 @@ void PromText::family(std::string_view name, std::string_view type, std::string_
   // HELP text escapes backslash and newline only.
   std::string h;
   for (char c : help) {
-    if (c == '\\') h += "\\\\";
-    else if (c == '\n') h += "\\n";
-    else h += c;
+    if (c == '\\')
+      h += "\\\\";
+    else if (c == '\n')
+      h += "\\n";
+    else
+      h += c;
   }
   out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, h, name, type);
 }
@@ -121,7 +128,8 @@ std::string render_metrics(const StatsSources& s) {
   per_tier("prepfs_cache_inserts_total", "Chunks admitted to the tier.", &TierCounters::inserts);
   per_tier("prepfs_cache_evictions_total", "Chunks evicted from the tier to make room.", &TierCounters::evictions);
   per_tier("prepfs_cache_rejected_total", "Admissions the tier refused.", &TierCounters::rejected);
-  per_tier("prepfs_cache_corrupt_total", "Entries that failed their checksum (then refetched).", &TierCounters::corrupt);
+  per_tier("prepfs_cache_corrupt_total", "Entries that failed their checksum (then refetched).",
+           &TierCounters::corrupt);
   per_tier("prepfs_cache_write_errors_total", "Failed tier writes.", &TierCounters::write_errors);
 
   p.family("prepfs_cache_entries", "gauge", "Chunks held by the tier.");

@@ -7,13 +7,12 @@ namespace {
 
 std::string tier_json(const TierCounters& c, uint64_t entries, uint64_t bytes, uint64_t budget,
                       const uint64_t (&form_bytes)[kForms]) {
-  return fmt::format(
-      R"({{"hits": {}, "misses": {}, "hit_bytes": {}, "inserts": {}, "evictions": {}, "rejected": {}, )"
-      R"("corrupt": {}, "write_errors": {}, "entries": {}, "bytes": {}, "budget": {}, )"
-      R"("bytes_by_form": {{"raw": {}, "decoded": {}, "augmented": {}}}}})",
-      load(c.hits), load(c.misses), load(c.hit_bytes), load(c.inserts), load(c.evictions),
-      load(c.rejected), load(c.corrupt), load(c.write_errors), entries, bytes, budget,
-      form_bytes[0], form_bytes[1], form_bytes[2]);
+  return fmt::format(R"({{"hits": {}, "misses": {}, "hit_bytes": {}, "inserts": {}, "evictions": {}, "rejected": {}, )"
+                     R"("corrupt": {}, "write_errors": {}, "entries": {}, "bytes": {}, "budget": {}, )"
+                     R"("bytes_by_form": {{"raw": {}, "decoded": {}, "augmented": {}}}}})",
+                     load(c.hits), load(c.misses), load(c.hit_bytes), load(c.inserts), load(c.evictions),
+                     load(c.rejected), load(c.corrupt), load(c.write_errors), entries, bytes, budget, form_bytes[0],
+                     form_bytes[1], form_bytes[2]);
 }
 
 std::string names_json(const Profile& p, bool priors) {
@@ -40,12 +39,11 @@ std::string profile_json(const Profile& p) {
       R"("copy_Bps": {:.6g}, "copy_per_thread_Bps": {:.6g}, )"
       R"("views": {{"raw": {:.4f}, "decoded": {:.4f}, "augmented": {:.4f}}}, "view": "{}", "aug_reuse": {}, )"
       R"("priors": {}, "unmeasured": {}}})",
-      p.ticks, p.samples, p.size[0], p.size[1], p.size[2], p.ram_capacity, p.ssd_capacity,
-      p.src_latency, p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_busy_bw, p.src_concurrency_in_use, p.src_concurrency,
-      p.ssd_read_bw, p.ssd_read_stream_bw, p.ssd_read_peak_bw, p.ssd_write_bw,
-      p.c_dec, p.c_aug, p.c_aug_from_jpeg, p.c_aug_from_decoded, p.cores, p.copy_bw, p.copy_call_bw,
-      p.view_share[0], p.view_share[1], p.view_share[2], form_name(p.view), p.aug_reuse,
-      names_json(p, true), names_json(p, false));
+      p.ticks, p.samples, p.size[0], p.size[1], p.size[2], p.ram_capacity, p.ssd_capacity, p.src_latency,
+      p.src_bandwidth, p.src_stream_bw, p.src_peak_bw, p.src_busy_bw, p.src_concurrency_in_use, p.src_concurrency,
+      p.ssd_read_bw, p.ssd_read_stream_bw, p.ssd_read_peak_bw, p.ssd_write_bw, p.c_dec, p.c_aug, p.c_aug_from_jpeg,
+      p.c_aug_from_decoded, p.cores, p.copy_bw, p.copy_call_bw, p.view_share[0], p.view_share[1], p.view_share[2],
+      form_name(p.view), p.aug_reuse, names_json(p, true), names_json(p, false));
 }
 
 std::string render_stats_json(const StatsSources& s) {
@@ -64,22 +62,28 @@ std::string render_stats_json(const StatsSources& s) {
   const RenderCounters& rc = s.renders;
   return fmt::format(
       "{{\n"
-      R"(  "source": {{"reads": {}, "bytes": {}, "opens": {}, "errors": {}, "read_seconds": {:.6f}}},)" "\n"
-      R"(  "ram": {},)" "\n"
-      R"(  "ssd": {},)" "\n"
-      R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}}},)" "\n"
-      R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)" "\n"
-      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)" "\n"
-      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}}{})" "\n"
+      R"(  "source": {{"reads": {}, "bytes": {}, "opens": {}, "errors": {}, "read_seconds": {:.6f}}},)"
+      "\n"
+      R"(  "ram": {},)"
+      "\n"
+      R"(  "ssd": {},)"
+      "\n"
+      R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}}},)"
+      "\n"
+      R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)"
+      "\n"
+      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)"
+      "\n"
+      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}}{})"
+      "\n"
       "}}\n",
       load(sc.reads), load(sc.bytes), load(sc.opens), load(sc.errors), double(load(sc.read_ns)) / 1e9,
       tier_json(cc.ram, cache.ram().entries(), cache.ram().bytes(), cache.ram().budget(), ram_forms),
       tier_json(cc.ssd, ssd ? ssd->entries() : 0, ssd ? ssd->bytes() : 0, ssd ? ssd->budget() : 0, ssd_forms),
-      load(cc.fills), load(cc.fill_errors), load(cc.joined),
-      load(fc.reads), load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files),
-      load(rc.decoded), load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9,
-      load(rc.waits),
-      s.tree.size(), s.tree.file_count(), s.tree.image_count(), s.tree.memory_bytes(),
+      load(cc.fills), load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
+      load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented), load(rc.from_decoded),
+      load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(), s.tree.file_count(),
+      s.tree.image_count(), s.tree.memory_bytes(),
       profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string());
 }
 

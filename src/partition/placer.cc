@@ -18,7 +18,9 @@ uint64_t to_threshold(double fraction) {
 
 }  // namespace
 
-uint64_t Placer::sample_hash(std::string_view path) { return XXH3_64bits_withSeed(path.data(), path.size(), kHashSeed); }
+uint64_t Placer::sample_hash(std::string_view path) {
+  return XXH3_64bits_withSeed(path.data(), path.size(), kHashSeed);
+}
 
 Placer::Layout Placer::layout_for(const model::Placement& p, double samples) {
   Layout l{};

@@ -14,16 +14,15 @@ namespace {
 std::string placement_text(const model::Placement& p) {
   std::string s;
   for (Form f : kAllForms)
-    s += fmt::format("{}{} {:.0f}/{:.0f}", s.empty() ? "" : ", ", form_name(f), p.at(f, Tier::ram),
-                     p.at(f, Tier::ssd));
+    s += fmt::format("{}{} {:.0f}/{:.0f}", s.empty() ? "" : ", ", form_name(f), p.at(f, Tier::ram), p.at(f, Tier::ssd));
   return s + " (ram/ssd)";
 }
 
 std::string placement_json(const model::Placement& p) {
   std::string s = "{";
   for (Form f : kAllForms)
-    s += fmt::format(R"({}"{}": {{"ram": {:.0f}, "ssd": {:.0f}}})", f == Form::raw ? "" : ", ",
-                     form_name(f), p.at(f, Tier::ram), p.at(f, Tier::ssd));
+    s += fmt::format(R"({}"{}": {{"ram": {:.0f}, "ssd": {:.0f}}})", f == Form::raw ? "" : ", ", form_name(f),
+                     p.at(f, Tier::ram), p.at(f, Tier::ssd));
   return s + "}";
 }
 
@@ -83,9 +82,10 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     const double now = model::predict(planning, enforced_).throughput;
     const double better = model::predict(planning, next).throughput;
     if (!(better > now * (1 + cfg_.min_gain))) {
-      spdlog::info("partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
-                   "the current {:.1f}",
-                   reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
+      spdlog::info(
+          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
+          "the current {:.1f}",
+          reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
       return;
     }
   }
@@ -140,7 +140,8 @@ std::string Planner::report_text() {
     head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved); last: {}\n",
                        status_.plans, status_.moves, status_.moved_samples, status_.last_reason);
   }
-  return head + fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
+  return head +
+         fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
          model::explain(now, shown) + (notes.empty() ? "" : "\nAssumptions about inputs:\n" + notes);
 }
 
@@ -165,15 +166,16 @@ std::string Planner::report_json() {
     alts += fmt::format(R"({}"{}": {})", alts.size() > 1 ? ", " : "", a.name, number(a.prediction.throughput));
   alts += "}";
   return fmt::format(
-      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"last_reason\": \"{}\", \"headroom\": {},\n"
+      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"last_reason\": \"{}\", \"headroom\": "
+      "{},\n"
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
       " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
       " \"alternatives\": {},\n"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
-      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason, cfg_.headroom, inputs,
-      placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates, alts,
-      placement_json(optimal.placement), number(optimal.prediction.throughput),
+      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason,
+      cfg_.headroom, inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
+      alts, placement_json(optimal.placement), number(optimal.prediction.throughput),
       model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");
 }
 

@@ -39,8 +39,8 @@ Profiler::Snapshot Profiler::Snapshot::operator-(const Snapshot& o) const {
 
 Profiler::Profiler(const ProfilerSources& s, ProfilerConfig cfg)
     : src_(s), cfg_(cfg), last_tick_(std::chrono::steady_clock::now()) {
-  for (model::Ewma* e : {&src_in_flight_, &src_stream_bw_, &src_busy_bw_, &ssd_read_stream_bw_, &ssd_write_bw_,
-                         &copy_call_bw_})
+  for (model::Ewma* e :
+       {&src_in_flight_, &src_stream_bw_, &src_busy_bw_, &ssd_read_stream_bw_, &ssd_write_bw_, &copy_call_bw_})
     *e = model::Ewma(cfg_.alpha);
   for (model::Ewma* e : {&src_latency_, &c_dec_, &c_aug_jpeg_, &c_aug_dec_}) *e = model::Ewma(cfg_.sample_alpha);
   for (model::Ewma& e : view_share_) e = model::Ewma(cfg_.alpha);
@@ -71,8 +71,7 @@ Profiler::Snapshot Profiler::read_counters() const {
   s.augment_from_decoded_ns = load(rc.augment_from_decoded_cpu_ns);
   s.reply_bytes = load(src_.replies.bytes);
   s.reply_ns = load(src_.replies.ns);
-  s.view_samples = {load(src_.views.raw_samples), load(src_.views.decoded_samples),
-                    load(src_.views.augmented_opens)};
+  s.view_samples = {load(src_.views.raw_samples), load(src_.views.decoded_samples), load(src_.views.augmented_opens)};
   return s;
 }
 
@@ -91,8 +90,7 @@ void Profiler::refresh_sizes() {
   });
   std::lock_guard lock(mu_);
   samples_ = n;
-  size_ = n > 0 ? std::array<double, kForms>{raw / n, decoded / n, augmented / n}
-                : std::array<double, kForms>{};
+  size_ = n > 0 ? std::array<double, kForms>{raw / n, decoded / n, augmented / n} : std::array<double, kForms>{};
 }
 
 void Profiler::tick() {

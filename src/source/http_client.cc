@@ -56,7 +56,7 @@ struct Client::Impl {
   ClientConfig cfg;
   CURLM* multi = nullptr;
   std::thread loop_thread;
-  std::mutex mu;                    // pending_, stop_, idle_
+  std::mutex mu;  // pending_, stop_, idle_
   std::vector<Transfer*> pending;
   std::vector<CURL*> idle;
   bool stop = false;
@@ -78,10 +78,14 @@ struct Client::Impl {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) return len;
     std::string_view value = trim(line.substr(colon + 1));
-    if (iequals_prefix(line, "etag:")) r.etag = value;
-    else if (iequals_prefix(line, "content-range:")) r.content_range = value;
-    else if (iequals_prefix(line, "last-modified:")) r.last_modified = value;
-    else if (iequals_prefix(line, "x-amz-bucket-region:")) r.bucket_region = value.substr(0, 64);
+    if (iequals_prefix(line, "etag:"))
+      r.etag = value;
+    else if (iequals_prefix(line, "content-range:"))
+      r.content_range = value;
+    else if (iequals_prefix(line, "last-modified:"))
+      r.last_modified = value;
+    else if (iequals_prefix(line, "x-amz-bucket-region:"))
+      r.bucket_region = value.substr(0, 64);
     else if (iequals_prefix(line, "content-length:")) {
       try {
         r.content_length = std::stoll(std::string(value));
@@ -126,7 +130,7 @@ struct Client::Impl {
     }
     if (end > q.want_off + q.cap) {
       if (r.status == 200) r.satisfied = true;  // the rest of a whole-object reply is not needed
-      return 0;                                  // stop the transfer
+      return 0;                                 // stop the transfer
     }
     return len;
   }
@@ -148,8 +152,10 @@ struct Client::Impl {
   void give_handle(CURL* e) {
     curl_easy_reset(e);
     std::lock_guard lock(mu);
-    if (idle.size() < kMaxIdleHandles) idle.push_back(e);
-    else curl_easy_cleanup(e);
+    if (idle.size() < kMaxIdleHandles)
+      idle.push_back(e);
+    else
+      curl_easy_cleanup(e);
   }
 
   void setup(Transfer& t) {
@@ -306,10 +312,8 @@ bool Client::transient(int code) {
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
     case CURLE_HTTP3:
-    case CURLE_AGAIN:
-      return true;
-    default:
-      return false;
+    case CURLE_AGAIN: return true;
+    default: return false;
   }
 }
 

@@ -126,8 +126,7 @@ std::optional<DirFingerprint> PosixSource::dir_fingerprint(const std::string& re
   return DirFingerprint{ns_of(st.st_mtim), ns_of(st.st_ctim), st.st_ino};
 }
 
-std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string& rel,
-                                                              const FileVersion& expect) {
+std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string& rel, const FileVersion& expect) {
   {
     std::lock_guard lock(fd_mu_);
     auto it = fds_.find(rel);
@@ -145,9 +144,10 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
   file->version = {static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim)};
   if (file->version.size != expect.size || file->version.mtime_ns != expect.mtime_ns) {
-    spdlog::warn("source file {} changed since it was indexed (size {} -> {}); refusing to serve "
-                 "mixed versions. Set metadata_ttl to pick up changes.",
-                 rel, expect.size, file->version.size);
+    spdlog::warn(
+        "source file {} changed since it was indexed (size {} -> {}); refusing to serve "
+        "mixed versions. Set metadata_ttl to pick up changes.",
+        rel, expect.size, file->version.size);
     throw Error(EIO, "source file " + rel + " changed");
   }
   std::lock_guard lock(fd_mu_);
@@ -165,8 +165,7 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   return file;
 }
 
-size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
-                         size_t len) {
+size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) {
   auto start = std::chrono::steady_clock::now();
   SourceBusy busy(counters_);
   try {

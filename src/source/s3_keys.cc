@@ -87,7 +87,8 @@ std::vector<TreeEntry> KeyTree::finish() {
   std::sort(out.begin() + 1, out.end(), [](const TreeEntry& a, const TreeEntry& b) { return a.path < b.path; });
   // S3 keys are unique, but a listing that repeats one (a server bug, or a page boundary
   // replayed) must not give the tree two entries of the same name.
-  auto dup = std::unique(out.begin() + 1, out.end(), [](const TreeEntry& a, const TreeEntry& b) { return a.path == b.path; });
+  auto dup =
+      std::unique(out.begin() + 1, out.end(), [](const TreeEntry& a, const TreeEntry& b) { return a.path == b.path; });
   out.erase(dup, out.end());
   return out;
 }

@@ -58,8 +58,8 @@ S3Url parse_s3_url(const std::string& url) {
   out.bucket = rest.substr(0, slash);
   if (out.bucket.empty()) throw Error(EINVAL, "source " + url + ": no bucket name (expected s3://bucket/prefix)");
   for (char c : out.bucket) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-              c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
     if (!ok) throw Error(EINVAL, "source " + url + ": invalid bucket name '" + out.bucket + "'");
   }
   if (slash == std::string::npos) return out;
@@ -68,7 +68,8 @@ S3Url parse_s3_url(const std::string& url) {
   std::string seg;
   while (std::getline(ss, seg, '/')) {
     if (seg.empty()) continue;
-    if (seg == "." || seg == "..") throw Error(EINVAL, "source " + url + ": '.' and '..' are not allowed in the prefix");
+    if (seg == "." || seg == "..")
+      throw Error(EINVAL, "source " + url + ": '.' and '..' are not allowed in the prefix");
     out.prefix += seg + "/";
   }
   return out;
@@ -93,9 +94,12 @@ AwsCredentials parse_credentials_file(const std::string& text, const std::string
     if (eq == std::string::npos) continue;
     std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
     std::transform(key.begin(), key.end(), key.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (key == "aws_access_key_id") c.access_key = value;
-    else if (key == "aws_secret_access_key") c.secret_key = value;
-    else if (key == "aws_session_token" || key == "aws_security_token") c.session_token = value;
+    if (key == "aws_access_key_id")
+      c.access_key = value;
+    else if (key == "aws_secret_access_key")
+      c.secret_key = value;
+    else if (key == "aws_session_token" || key == "aws_security_token")
+      c.session_token = value;
   }
   return c;
 }
@@ -109,7 +113,9 @@ AwsCredentials load_aws_credentials(const std::string& profile_opt) {
     c.origin = "the environment";
     return c;
   }
-  std::string profile = !profile_opt.empty() ? profile_opt : !env("AWS_PROFILE").empty() ? env("AWS_PROFILE") : "default";
+  std::string profile = !profile_opt.empty()          ? profile_opt
+                        : !env("AWS_PROFILE").empty() ? env("AWS_PROFILE")
+                                                      : "default";
   std::string path = env("AWS_SHARED_CREDENTIALS_FILE");
   if (path.empty() && !env("HOME").empty()) path = env("HOME") + "/.aws/credentials";
   if (!path.empty()) {
@@ -147,9 +153,12 @@ S3Source::S3Source(const std::string& url, const S3Config& cfg) : url_(parse_s3_
   while (endpoint_.size() > 1 && endpoint_.back() == '/') endpoint_.pop_back();
   if (endpoint_.rfind("http://", 0) != 0 && endpoint_.rfind("https://", 0) != 0)
     throw Error(EINVAL, "option s3_endpoint=" + cfg_.endpoint + ": expected http://host[:port] or https://host[:port]");
-  if (cfg_.path_style == "1") path_style_ = true;
-  else if (cfg_.path_style == "0") path_style_ = false;
-  else path_style_ = custom || url_.bucket.find('.') != std::string::npos;
+  if (cfg_.path_style == "1")
+    path_style_ = true;
+  else if (cfg_.path_style == "0")
+    path_style_ = false;
+  else
+    path_style_ = custom || url_.bucket.find('.') != std::string::npos;
   if (path_style_) {
     base_ = endpoint_ + "/" + url_.bucket;
   } else {
@@ -173,8 +182,8 @@ S3Source::S3Source(const std::string& url, const S3Config& cfg) : url_(parse_s3_
   probe.headers = common_headers();
   execute({probe}, "source " + source_, std::min(cfg_.retry_seconds, 5.0), true);
   if (!creds_.empty())
-    spdlog::info("s3: {} via {} ({} addressing), requests signed (SigV4, region {}) with credentials from {}",
-                 source_, endpoint_, path_style_ ? "path-style" : "virtual-hosted", cfg_.region, creds_.origin);
+    spdlog::info("s3: {} via {} ({} addressing), requests signed (SigV4, region {}) with credentials from {}", source_,
+                 endpoint_, path_style_ ? "path-style" : "virtual-hosted", cfg_.region, creds_.origin);
   else
     spdlog::info("s3: {} via {}: no AWS credentials in the environment or the credentials file, requests are unsigned",
                  source_, endpoint_);
@@ -237,18 +246,21 @@ S3Source::Verdict S3Source::classify(const http::Response& r, const std::string&
       code == "InternalError")
     return {Outcome::retry, EIO, detail};
   if (s == 404) {
-    if (code == "NoSuchBucket") return {Outcome::fail, ENOENT, "bucket '" + url_.bucket + "' does not exist at " + endpoint_};
+    if (code == "NoSuchBucket")
+      return {Outcome::fail, ENOENT, "bucket '" + url_.bucket + "' does not exist at " + endpoint_};
     return {Outcome::fail, ENOENT, "not found (" + detail + ")"};
   }
   if (s == 401 || s == 403)
-    return {Outcome::fail, EACCES, "access denied (" + detail + "); check the credentials (from " +
-                                       (creds_.empty() ? std::string("nowhere: unsigned requests") : creds_.origin) +
-                                       "), s3_region and the bucket policy"};
+    return {Outcome::fail, EACCES,
+            "access denied (" + detail + "); check the credentials (from " +
+                (creds_.empty() ? std::string("nowhere: unsigned requests") : creds_.origin) +
+                "), s3_region and the bucket policy"};
   if (s == 412 || s == 416) return {Outcome::fail, EIO, "the object changed since it was listed (" + detail + ")"};
   if (s == 301 || s == 307 || code == "AuthorizationHeaderMalformed" || code == "PermanentRedirect") {
     std::string region = !r.bucket_region.empty() ? r.bucket_region : body ? body->region : "";
-    return {Outcome::fail, EIO, "bucket '" + url_.bucket + "' is not served here (" + detail + ")" +
-                                    (region.empty() ? "" : "; it is in region " + region + ": set s3_region=" + region)};
+    return {Outcome::fail, EIO,
+            "bucket '" + url_.bucket + "' is not served here (" + detail + ")" +
+                (region.empty() ? "" : "; it is in region " + region + ": set s3_region=" + region)};
   }
   (void)what;
   return {Outcome::fail, EIO, detail};
@@ -315,9 +327,11 @@ void S3Source::scan(const Visitor& visit) {
         continue;
       }
       objects++;
-      tree.add(std::string_view(o.key).substr(url_.prefix.size()), o.size, s3_version_mtime(o.last_modified_ns, o.etag));
+      tree.add(std::string_view(o.key).substr(url_.prefix.size()), o.size,
+               s3_version_mtime(o.last_modified_ns, o.etag));
     }
-    if (page.truncated && page.next_token == token) throw Error(EIO, what + ": the listing repeats its continuation token");
+    if (page.truncated && page.next_token == token)
+      throw Error(EIO, what + ": the listing repeats its continuation token");
     token = page.truncated ? page.next_token : "";
   } while (!token.empty());
   std::vector<s3::TreeEntry> entries = tree.finish();
@@ -343,8 +357,10 @@ SourceStat S3Source::stat(const std::string& rel) {
     std::vector<http::Response> r = execute({head}, "HEAD " + source_ + "/" + rel, cfg_.retry_seconds);
     time_t lm = r[0].last_modified.empty() ? 0 : curl_getdate(r[0].last_modified.c_str(), nullptr);
     if (lm < 0) lm = 0;
-    return SourceStat{s3::kS3FileMode, static_cast<uint64_t>(std::max<int64_t>(r[0].content_length, 0)),
-                      s3_version_mtime(int64_t(lm) * 1'000'000'000, s3::normalize_etag(r[0].etag)), {}};
+    return SourceStat{s3::kS3FileMode,
+                      static_cast<uint64_t>(std::max<int64_t>(r[0].content_length, 0)),
+                      s3_version_mtime(int64_t(lm) * 1'000'000'000, s3::normalize_etag(r[0].etag)),
+                      {}};
   } catch (const Error& e) {
     if (e.err() != ENOENT) throw;
   }
@@ -390,12 +406,14 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       }
       bool etag_ok = true;
       if (!r.etag.empty()) {
-        etag_ok = s3_version_mtime(0, s3::normalize_etag(r.etag)) == ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
+        etag_ok = s3_version_mtime(0, s3::normalize_etag(r.etag)) ==
+                  ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
       }
       if (total != expect.size || !etag_ok) {
-        spdlog::warn("s3 object {} changed since it was listed (size {} -> {}{}); refusing to serve mixed "
-                     "versions. Remount (or set metadata_ttl) to pick up changes.",
-                     rel, expect.size, total, etag_ok ? "" : ", new ETag");
+        spdlog::warn(
+            "s3 object {} changed since it was listed (size {} -> {}{}); refusing to serve mixed "
+            "versions. Remount (or set metadata_ttl) to pick up changes.",
+            rel, expect.size, total, etag_ok ? "" : ", new ETag");
         throw Error(EIO, "s3 object " + rel + " changed");
       }
       if (r.received != reqs[i].cap) throw Error(EIO, "s3 object " + rel + " is shorter than listed");

@@ -45,11 +45,16 @@ void append_text(std::string& out, std::string_view s) {
     size_t semi = s.find(';', i);
     if (semi == std::string_view::npos || semi - i > 12) bad("unterminated entity");
     std::string_view ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out += '&';
-    else if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "quot") out += '"';
-    else if (ent == "apos") out += '\'';
+    if (ent == "amp")
+      out += '&';
+    else if (ent == "lt")
+      out += '<';
+    else if (ent == "gt")
+      out += '>';
+    else if (ent == "quot")
+      out += '"';
+    else if (ent == "apos")
+      out += '\'';
     else if (ent.size() >= 2 && ent[0] == '#') {
       bool hex = ent[1] == 'x' || ent[1] == 'X';
       std::string_view digits = ent.substr(hex ? 2 : 1);
@@ -183,9 +188,12 @@ ListPage parse_list_objects_v2(std::string_view xml) {
     if (path[0] != "ListBucketResult") bad("not a ListBucketResult");
     is_list = true;
     if (path.size() == 2) {
-      if (path[1] == "IsTruncated") page.truncated = text == "true";
-      else if (path[1] == "NextContinuationToken") page.next_token = text;
-      else if (path[1] == "EncodingType") url_encoded = text == "url";
+      if (path[1] == "IsTruncated")
+        page.truncated = text == "true";
+      else if (path[1] == "NextContinuationToken")
+        page.next_token = text;
+      else if (path[1] == "EncodingType")
+        url_encoded = text == "url";
       else if (path[1] == "Contents") {
         if (!have_key || !have_size) bad("an object without Key or Size");
         page.objects.push_back(std::move(cur));
@@ -222,9 +230,12 @@ std::optional<ErrorBody> parse_error_body(std::string_view xml) noexcept {
       if (path[0] != "Error") return;
       is_error = true;
       if (path.size() != 2) return;
-      if (path[1] == "Code") e.code = text.substr(0, 128);
-      else if (path[1] == "Message") e.message = text.substr(0, 512);
-      else if (path[1] == "Region") e.region = text.substr(0, 64);
+      if (path[1] == "Code")
+        e.code = text.substr(0, 128);
+      else if (path[1] == "Message")
+        e.message = text.substr(0, 512);
+      else if (path[1] == "Region")
+        e.region = text.substr(0, 64);
     });
     if (!is_error) return std::nullopt;
     return e;
@@ -244,8 +255,8 @@ int64_t parse_iso8601_ns(std::string_view s) {
     }
     return v;
   };
-  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-      s[13] != ':' || s[16] != ':')
+  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' ||
+      s[16] != ':')
     bad("bad timestamp");
   std::tm tm{};
   tm.tm_year = num(0, 4) - 1900;

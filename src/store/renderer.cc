@@ -37,7 +37,8 @@ ChunkRef encode_chunk(transform::OutputFormat format, const transform::Image& im
 }  // namespace
 
 Renderer::Renderer(RenderConfig cfg, RenderCounters& counters)
-    : cfg_(std::move(cfg)), counters_(counters),
+    : cfg_(std::move(cfg)),
+      counters_(counters),
       cpu_slots_(std::max<std::ptrdiff_t>(1, std::min<std::ptrdiff_t>(cfg_.cpu, 1024))) {
   uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
   decoded_hash_ = XXH3_64bits(&fmt, 1);
@@ -93,7 +94,8 @@ ChunkRef Renderer::decoded(const Sample& s, const JpegBytes& jpeg) {
     limits.max_pixels = cfg_.shapes.max_pixels;
     size_t n = transform::render_decoded(jpeg.bytes, cfg_.shapes.format, writable(c), limits);
     if (n != c->size())
-      throw transform::DecodeError(transform::DecodeError::Kind::kCorrupt, "decoded size differs from the header's promise");
+      throw transform::DecodeError(transform::DecodeError::Kind::kCorrupt,
+                                   "decoded size differs from the header's promise");
     bump(counters_.decoded);
     return ChunkRef(c);
   });

@@ -10,8 +10,8 @@
 
 namespace prepfs {
 
-SampleStore::SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer,
-                         Renderer& renderer, StoreConfig cfg)
+SampleStore::SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
+                         StoreConfig cfg)
     : source_(source), tree_(tree), cache_(cache), placer_(placer), renderer_(renderer), cfg_(cfg) {}
 
 Sample SampleStore::resolve(uint32_t node) const {
@@ -60,8 +60,8 @@ ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
   if (index * cfg_.chunk_size >= s.version.size && !(index == 0 && s.version.size == 0))
     throw Error(EINVAL, "chunk " + std::to_string(index) + " is past the end of " + s.path);
   const size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.chunk_size, s.version.size - index * cfg_.chunk_size));
-  ChunkRef c = cache_.get_or_fill(key(s, Form::raw, 0, index), Form::raw, [&] { return fetch_chunk(s, index); },
-                                  admission(s, Form::raw));
+  ChunkRef c = cache_.get_or_fill(
+      key(s, Form::raw, 0, index), Form::raw, [&] { return fetch_chunk(s, index); }, admission(s, Form::raw));
   if (c->size() != len) throw Error(EIO, "cached chunk of " + s.path + " has the wrong size");
   return c;
 }
@@ -88,21 +88,25 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
 
 ChunkRef SampleStore::decoded(const Sample& s) {
   renderer_.check_renderable(s);
-  return cache_.get_or_fill(key(s, Form::decoded, 0, 0), Form::decoded,
-                            [&] { return renderer_.decoded(s, jpeg(s)); }, admission(s, Form::decoded));
+  return cache_.get_or_fill(
+      key(s, Form::decoded, 0, 0), Form::decoded, [&] { return renderer_.decoded(s, jpeg(s)); },
+      admission(s, Form::decoded));
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
   renderer_.check_renderable(s);
   const Admission admit = last_serve ? Admission::last() : admission(s, Form::augmented);
-  return cache_.get_or_fill(key(s, Form::augmented, variant, 0), Form::augmented, [&] {
-    // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets
-    // its pixels decoded (and admitted) first, so an epoch read through augmented/ fills the
-    // decoded slots too.
-    ChunkRef dec = cache_.lookup(key(s, Form::decoded, 0, 0));
-    if (!dec && admission(s, Form::decoded).any()) dec = decoded(s);
-    return renderer_.augmented(s, variant, dec, [&] { return jpeg(s); });
-  }, admit);
+  return cache_.get_or_fill(
+      key(s, Form::augmented, variant, 0), Form::augmented,
+      [&] {
+        // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets
+        // its pixels decoded (and admitted) first, so an epoch read through augmented/ fills the
+        // decoded slots too.
+        ChunkRef dec = cache_.lookup(key(s, Form::decoded, 0, 0));
+        if (!dec && admission(s, Form::decoded).any()) dec = decoded(s);
+        return renderer_.augmented(s, variant, dec, [&] { return jpeg(s); });
+      },
+      admit);
 }
 
 void SampleStore::forget(const Sample& s, Form form, uint32_t variant) {

@@ -25,32 +25,32 @@ namespace prepfs::transform {
 using Kind = DecodeError::Kind;
 
 struct JpegReader::State {
-    struct ErrorMgr {
-        jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr*
-        std::jmp_buf jmp;
-        Kind kind;
-        char msg[JMSG_LENGTH_MAX];
-    };
-    struct ProgressMgr {
-        jpeg_progress_mgr pub;  // first member, same reason
-        int max_scans;
-    };
+  struct ErrorMgr {
+    jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr*
+    std::jmp_buf jmp;
+    Kind kind;
+    char msg[JMSG_LENGTH_MAX];
+  };
+  struct ProgressMgr {
+    jpeg_progress_mgr pub;  // first member, same reason
+    int max_scans;
+  };
 
-    jpeg_decompress_struct cinfo{};
-    ErrorMgr err{};
-    jpeg_source_mgr src{};
-    ProgressMgr progress{};
-    std::span<const std::uint8_t> data;
-    DecodeLimits limits;
-    JpegInfo info;
-    bool created = false;
-    bool used = false;
+  jpeg_decompress_struct cinfo{};
+  ErrorMgr err{};
+  jpeg_source_mgr src{};
+  ProgressMgr progress{};
+  std::span<const std::uint8_t> data;
+  DecodeLimits limits;
+  JpegInfo info;
+  bool created = false;
+  bool used = false;
 
-    // Here rather than in ~JpegReader: a constructor that throws never runs the destructor of
-    // its own class, but does destroy its members (this State).
-    ~State() {
-        if (created) jpeg_destroy_decompress(&cinfo);
-    }
+  // Here rather than in ~JpegReader: a constructor that throws never runs the destructor of
+  // its own class, but does destroy its members (this State).
+  ~State() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
 };
 
 namespace {
@@ -60,15 +60,15 @@ using State = JpegReader::State;
 State::ErrorMgr* err_of(j_common_ptr c) { return reinterpret_cast<State::ErrorMgr*>(c->err); }
 
 [[noreturn]] void on_error_exit(j_common_ptr c) {
-    State::ErrorMgr* e = err_of(c);
-    (*c->err->format_message)(c, e->msg);
-    std::longjmp(e->jmp, 1);
+  State::ErrorMgr* e = err_of(c);
+  (*c->err->format_message)(c, e->msg);
+  std::longjmp(e->jmp, 1);
 }
 
 // Warnings (level < 0) are counted and otherwise ignored, as PIL ignores them; traces dropped.
 // The default would print to stderr.
 void on_emit_message(j_common_ptr c, int level) {
-    if (level < 0) ++c->err->num_warnings;
+  if (level < 0) ++c->err->num_warnings;
 }
 
 void on_output_message(j_common_ptr) {}
@@ -78,115 +78,113 @@ void on_output_message(j_common_ptr) {}
 // not its default.)
 void src_init(j_decompress_ptr) {}
 boolean src_fill(j_decompress_ptr d) {
-    err_of(reinterpret_cast<j_common_ptr>(d))->kind = Kind::kTruncated;
-    ERREXIT(d, JERR_INPUT_EOF);
-    return FALSE;  // not reached
+  err_of(reinterpret_cast<j_common_ptr>(d))->kind = Kind::kTruncated;
+  ERREXIT(d, JERR_INPUT_EOF);
+  return FALSE;  // not reached
 }
 void src_skip(j_decompress_ptr d, long n) {
-    if (n <= 0) return;
-    if (static_cast<unsigned long>(n) > d->src->bytes_in_buffer) {
-        src_fill(d);
-        return;
-    }
-    d->src->next_input_byte += n;
-    d->src->bytes_in_buffer -= static_cast<std::size_t>(n);
+  if (n <= 0) return;
+  if (static_cast<unsigned long>(n) > d->src->bytes_in_buffer) {
+    src_fill(d);
+    return;
+  }
+  d->src->next_input_byte += n;
+  d->src->bytes_in_buffer -= static_cast<std::size_t>(n);
 }
 void src_term(j_decompress_ptr) {}
 
 // libjpeg calls this as it reads each part of the input; it enforces DecodeLimits::max_scans.
 void on_progress(j_common_ptr c) {
-    if (!c->is_decompressor) return;
-    auto* d = reinterpret_cast<j_decompress_ptr>(c);
-    auto* p = reinterpret_cast<State::ProgressMgr*>(c->progress);
-    if (d->input_scan_number > p->max_scans) {
-        State::ErrorMgr* e = err_of(c);
-        e->kind = Kind::kCorrupt;
-        std::snprintf(e->msg, sizeof e->msg, "progressive JPEG with more than %d scans",
-                      p->max_scans);
-        std::longjmp(e->jmp, 1);
-    }
+  if (!c->is_decompressor) return;
+  auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  auto* p = reinterpret_cast<State::ProgressMgr*>(c->progress);
+  if (d->input_scan_number > p->max_scans) {
+    State::ErrorMgr* e = err_of(c);
+    e->kind = Kind::kCorrupt;
+    std::snprintf(e->msg, sizeof e->msg, "progressive JPEG with more than %d scans", p->max_scans);
+    std::longjmp(e->jmp, 1);
+  }
 }
 
 // Runs f (libjpeg calls only, no objects with destructors) and reports whether libjpeg raised
 // an error. Not inlined so that setjmp's frame is this one and nothing else.
 template <class F>
 [[gnu::noinline]] bool guarded(State& s, F&& f) {
-    if (setjmp(s.err.jmp) != 0) return false;
-    f();
-    return true;
+  if (setjmp(s.err.jmp) != 0) return false;
+  f();
+  return true;
 }
 
 [[noreturn]] void throw_from(const State& s) { throw DecodeError(s.err.kind, s.err.msg); }
 
 // Pillow's MULDIV255: round(a * b / 255) for a, b in 0..255, the exact integer form it uses.
 inline int muldiv255(int a, int b) {
-    const int t = a * b + 128;
-    return ((t >> 8) + t) >> 8;
+  const int t = a * b + 128;
+  return ((t >> 8) + t) >> 8;
 }
 
 // Pillow: unpack "CMYK;I" (invert all four channels), then Convert.c cmyk2rgb.
 void cmyk_inverted_to_rgb(const std::uint8_t* in, std::uint8_t* out, std::size_t pixels) {
-    for (std::size_t i = 0; i < pixels; ++i, in += 4, out += 3) {
-        const int c = 255 - in[0], m = 255 - in[1], y = 255 - in[2], k = 255 - in[3];
-        const int nk = 255 - k;
-        out[0] = static_cast<std::uint8_t>(nk - muldiv255(c, nk));
-        out[1] = static_cast<std::uint8_t>(nk - muldiv255(m, nk));
-        out[2] = static_cast<std::uint8_t>(nk - muldiv255(y, nk));
-    }
+  for (std::size_t i = 0; i < pixels; ++i, in += 4, out += 3) {
+    const int c = 255 - in[0], m = 255 - in[1], y = 255 - in[2], k = 255 - in[3];
+    const int nk = 255 - k;
+    out[0] = static_cast<std::uint8_t>(nk - muldiv255(c, nk));
+    out[1] = static_cast<std::uint8_t>(nk - muldiv255(m, nk));
+    out[2] = static_cast<std::uint8_t>(nk - muldiv255(y, nk));
+  }
 }
 
 // True when an EOI marker follows the first scan. In the entropy-coded data an FF byte is
 // always followed by 00 or a restart marker, so an FF D9 found there is the real EOI.
 bool has_eoi_after(std::span<const std::uint8_t> data, std::size_t from) {
-    for (std::size_t i = data.size(); i >= from + 2; --i) {
-        if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
-    }
-    return false;
+  for (std::size_t i = data.size(); i >= from + 2; --i) {
+    if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-JpegReader::JpegReader(std::span<const std::uint8_t> data, const DecodeLimits& limits)
-    : s_(std::make_unique<State>()) {
-    State& s = *s_;
-    s.data = data;
-    s.limits = limits;
-    // Our own header walk first: it classifies "not a JPEG" / "unsupported" the way PIL's
-    // JpegImagePlugin does and checks max_pixels before libjpeg allocates anything.
-    s.info = read_jpeg_info(data, limits.max_pixels);
+JpegReader::JpegReader(std::span<const std::uint8_t> data, const DecodeLimits& limits) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.data = data;
+  s.limits = limits;
+  // Our own header walk first: it classifies "not a JPEG" / "unsupported" the way PIL's
+  // JpegImagePlugin does and checks max_pixels before libjpeg allocates anything.
+  s.info = read_jpeg_info(data, limits.max_pixels);
 
-    s.cinfo.err = jpeg_std_error(&s.err.pub);
-    s.err.pub.error_exit = on_error_exit;
-    s.err.pub.emit_message = on_emit_message;
-    s.err.pub.output_message = on_output_message;
-    s.err.kind = Kind::kCorrupt;
+  s.cinfo.err = jpeg_std_error(&s.err.pub);
+  s.err.pub.error_exit = on_error_exit;
+  s.err.pub.emit_message = on_emit_message;
+  s.err.pub.output_message = on_output_message;
+  s.err.kind = Kind::kCorrupt;
 
-    s.src.init_source = src_init;
-    s.src.fill_input_buffer = src_fill;
-    s.src.skip_input_data = src_skip;
-    s.src.resync_to_restart = jpeg_resync_to_restart;
-    s.src.term_source = src_term;
-    s.src.next_input_byte = data.data();
-    s.src.bytes_in_buffer = data.size();
+  s.src.init_source = src_init;
+  s.src.fill_input_buffer = src_fill;
+  s.src.skip_input_data = src_skip;
+  s.src.resync_to_restart = jpeg_resync_to_restart;
+  s.src.term_source = src_term;
+  s.src.next_input_byte = data.data();
+  s.src.bytes_in_buffer = data.size();
 
-    s.progress.pub.progress_monitor = on_progress;
-    s.progress.max_scans = limits.max_scans;
+  s.progress.pub.progress_monitor = on_progress;
+  s.progress.max_scans = limits.max_scans;
 
-    if (!guarded(s, [&] { jpeg_create_decompress(&s.cinfo); })) throw_from(s);
-    s.created = true;
-    s.cinfo.src = &s.src;
-    s.cinfo.progress = &s.progress.pub;
-    if (!guarded(s, [&] { jpeg_read_header(&s.cinfo, TRUE); })) throw_from(s);
+  if (!guarded(s, [&] { jpeg_create_decompress(&s.cinfo); })) throw_from(s);
+  s.created = true;
+  s.cinfo.src = &s.src;
+  s.cinfo.progress = &s.progress.pub;
+  if (!guarded(s, [&] { jpeg_read_header(&s.cinfo, TRUE); })) throw_from(s);
 
-    // libjpeg read the same SOF as our walk; a disagreement would mean a parser bug, and the
-    // pixel limit must hold for what libjpeg will allocate.
-    if (std::uint64_t{s.cinfo.image_width} * s.cinfo.image_height > limits.max_pixels ||
-        s.cinfo.image_width != s.info.width || s.cinfo.image_height != s.info.height) {
-        throw DecodeError(Kind::kCorrupt, "inconsistent frame header");
-    }
-    if (s.cinfo.num_components != s.info.components) {
-        throw DecodeError(Kind::kUnsupported, "unexpected number of components");
-    }
+  // libjpeg read the same SOF as our walk; a disagreement would mean a parser bug, and the
+  // pixel limit must hold for what libjpeg will allocate.
+  if (std::uint64_t{s.cinfo.image_width} * s.cinfo.image_height > limits.max_pixels ||
+      s.cinfo.image_width != s.info.width || s.cinfo.image_height != s.info.height) {
+    throw DecodeError(Kind::kCorrupt, "inconsistent frame header");
+  }
+  if (s.cinfo.num_components != s.info.components) {
+    throw DecodeError(Kind::kUnsupported, "unexpected number of components");
+  }
 }
 
 JpegReader::~JpegReader() = default;
@@ -196,127 +194,125 @@ int JpegReader::height() const noexcept { return static_cast<int>(s_->info.heigh
 int JpegReader::components() const noexcept { return s_->info.components; }
 
 std::pair<int, int> JpegReader::scaled_size(int scale_eighths) const {
-    const auto up = [&](std::uint32_t v) {
-        return static_cast<int>((std::uint64_t{v} * static_cast<unsigned>(scale_eighths) + 7) / 8);
-    };
-    return {up(s_->info.width), up(s_->info.height)};
+  const auto up = [&](std::uint32_t v) {
+    return static_cast<int>((std::uint64_t{v} * static_cast<unsigned>(scale_eighths) + 7) / 8);
+  };
+  return {up(s_->info.width), up(s_->info.height)};
 }
 
 DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region) {
-    return decode_impl(scale_eighths, region, {});
+  return decode_impl(scale_eighths, region, {});
 }
 
 void JpegReader::decode_into(std::span<std::uint8_t> rgb) {
-    if (rgb.size() < std::size_t{s_->info.width} * s_->info.height * 3) {
-        throw std::length_error("JpegReader::decode_into: buffer too small");
-    }
-    decode_impl(8, std::nullopt, rgb);
+  if (rgb.size() < std::size_t{s_->info.width} * s_->info.height * 3) {
+    throw std::length_error("JpegReader::decode_into: buffer too small");
+  }
+  decode_impl(8, std::nullopt, rgb);
 }
 
-DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> region,
-                                      std::span<std::uint8_t> dest) {
-    State& s = *s_;
-    if (s.used) throw DecodeError(Kind::kCorrupt, "JpegReader::decode called twice");
-    s.used = true;
-    if (scale_eighths < 1 || scale_eighths > 8) scale_eighths = 8;
+DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest) {
+  State& s = *s_;
+  if (s.used) throw DecodeError(Kind::kCorrupt, "JpegReader::decode called twice");
+  s.used = true;
+  if (scale_eighths < 1 || scale_eighths > 8) scale_eighths = 8;
 
-    jpeg_decompress_struct& ci = s.cinfo;
-    const bool cmyk = ci.num_components == 4;
-    // Explicit defaults: this is what makes the bytes equal PIL's (see header comment).
-    ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    ci.dct_method = JDCT_ISLOW;
-    ci.do_fancy_upsampling = TRUE;
-    ci.do_block_smoothing = TRUE;
-    ci.scale_num = static_cast<unsigned>(scale_eighths);
-    ci.scale_denom = 8;
+  jpeg_decompress_struct& ci = s.cinfo;
+  const bool cmyk = ci.num_components == 4;
+  // Explicit defaults: this is what makes the bytes equal PIL's (see header comment).
+  ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  ci.dct_method = JDCT_ISLOW;
+  ci.do_fancy_upsampling = TRUE;
+  ci.do_block_smoothing = TRUE;
+  ci.scale_num = static_cast<unsigned>(scale_eighths);
+  ci.scale_denom = 8;
 
-    if (!guarded(s, [&] { jpeg_start_decompress(&ci); })) throw_from(s);
-    const int fw = static_cast<int>(ci.output_width);
-    const int fh = static_cast<int>(ci.output_height);
+  if (!guarded(s, [&] { jpeg_start_decompress(&ci); })) throw_from(s);
+  const int fw = static_cast<int>(ci.output_width);
+  const int fh = static_cast<int>(ci.output_height);
 
-    // Rows and columns to decode.
-    int x0 = 0, x1 = fw, y0 = 0, y1 = fh;
-    if (region) {
-        const int mx = ci.max_h_samp_factor * ci.min_DCT_scaled_size;  // one iMCU, scaled
-        const int my = ci.max_v_samp_factor * ci.min_DCT_scaled_size;
-        const int rx0 = std::clamp(region->x, 0, fw);
-        const int ry0 = std::clamp(region->y, 0, fh);
-        const int rx1 = std::clamp(region->x + region->width, rx0, fw);
-        const int ry1 = std::clamp(region->y + region->height, ry0, fh);
-        x0 = std::max(0, rx0 - mx);
-        x1 = std::min(fw, rx1 + mx);
-        y0 = std::max(0, ry0 - my);
-        y1 = std::min(fh, ry1 + my);
-        if (x1 <= x0 || y1 <= y0) throw DecodeError(Kind::kCorrupt, "empty decode region");
-    }
-    JDIMENSION xoff = static_cast<JDIMENSION>(x0);
-    JDIMENSION width = static_cast<JDIMENSION>(x1 - x0);
-    const bool partial = x0 > 0 || x1 < fw || y0 > 0 || y1 < fh;
-    if (!guarded(s, [&] {
-            if (xoff > 0 || width < ci.output_width) jpeg_crop_scanline(&ci, &xoff, &width);
-            if (y0 > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(y0));
-        })) {
-        throw_from(s);
-    }
+  // Rows and columns to decode.
+  int x0 = 0, x1 = fw, y0 = 0, y1 = fh;
+  if (region) {
+    const int mx = ci.max_h_samp_factor * ci.min_DCT_scaled_size;  // one iMCU, scaled
+    const int my = ci.max_v_samp_factor * ci.min_DCT_scaled_size;
+    const int rx0 = std::clamp(region->x, 0, fw);
+    const int ry0 = std::clamp(region->y, 0, fh);
+    const int rx1 = std::clamp(region->x + region->width, rx0, fw);
+    const int ry1 = std::clamp(region->y + region->height, ry0, fh);
+    x0 = std::max(0, rx0 - mx);
+    x1 = std::min(fw, rx1 + mx);
+    y0 = std::max(0, ry0 - my);
+    y1 = std::min(fh, ry1 + my);
+    if (x1 <= x0 || y1 <= y0) throw DecodeError(Kind::kCorrupt, "empty decode region");
+  }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0);
+  JDIMENSION width = static_cast<JDIMENSION>(x1 - x0);
+  const bool partial = x0 > 0 || x1 < fw || y0 > 0 || y1 < fh;
+  if (!guarded(s, [&] {
+        if (xoff > 0 || width < ci.output_width) jpeg_crop_scanline(&ci, &xoff, &width);
+        if (y0 > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(y0));
+      })) {
+    throw_from(s);
+  }
 
-    DecodedRegion out;
-    out.x = static_cast<int>(xoff);
-    out.y = y0;
-    out.frame_width = fw;
-    out.frame_height = fh;
-    const int w = static_cast<int>(ci.output_width);  // after cropping
-    const int h = y1 - y0;
-    // Either the caller's buffer (whole frame, checked by decode_into) or a new image.
-    std::uint8_t* rgb = dest.data();
-    if (rgb == nullptr) {
-        out.image = Image(w, h);
-        rgb = out.image.pixels.data();
-    }
+  DecodedRegion out;
+  out.x = static_cast<int>(xoff);
+  out.y = y0;
+  out.frame_width = fw;
+  out.frame_height = fh;
+  const int w = static_cast<int>(ci.output_width);  // after cropping
+  const int h = y1 - y0;
+  // Either the caller's buffer (whole frame, checked by decode_into) or a new image.
+  std::uint8_t* rgb = dest.data();
+  if (rgb == nullptr) {
+    out.image = Image(w, h);
+    rgb = out.image.pixels.data();
+  }
 
-    // libjpeg writes whole output rows; CMYK needs 4 bytes per pixel, converted afterwards.
-    std::vector<std::uint8_t> cmyk_buf;
-    std::uint8_t* base = rgb;
-    std::size_t row_bytes = static_cast<std::size_t>(w) * 3;
-    if (cmyk) {
-        row_bytes = static_cast<std::size_t>(w) * 4;
-        cmyk_buf.resize(row_bytes * static_cast<std::size_t>(h));
-        base = cmyk_buf.data();
-    }
-    std::vector<JSAMPROW> rows(static_cast<std::size_t>(h));
-    for (int y = 0; y < h; ++y) rows[static_cast<std::size_t>(y)] = base + row_bytes * static_cast<std::size_t>(y);
+  // libjpeg writes whole output rows; CMYK needs 4 bytes per pixel, converted afterwards.
+  std::vector<std::uint8_t> cmyk_buf;
+  std::uint8_t* base = rgb;
+  std::size_t row_bytes = static_cast<std::size_t>(w) * 3;
+  if (cmyk) {
+    row_bytes = static_cast<std::size_t>(w) * 4;
+    cmyk_buf.resize(row_bytes * static_cast<std::size_t>(h));
+    base = cmyk_buf.data();
+  }
+  std::vector<JSAMPROW> rows(static_cast<std::size_t>(h));
+  for (int y = 0; y < h; ++y) rows[static_cast<std::size_t>(y)] = base + row_bytes * static_cast<std::size_t>(y);
 
-    const JDIMENSION end = static_cast<JDIMENSION>(y1);
-    JSAMPROW* row_ptrs = rows.data();
-    if (!guarded(s, [&] {
-            while (ci.output_scanline < end) {
-                const JDIMENSION done = ci.output_scanline - static_cast<JDIMENSION>(y0);
-                // 0 rows only happens with a suspending source; never loop on it.
-                if (jpeg_read_scanlines(&ci, row_ptrs + done, end - ci.output_scanline) == 0) {
-                    ERREXIT(&ci, JERR_INPUT_EOF);
-                }
-            }
-            // Read on to EOI either way, so corrupt or missing data anywhere fails as in PIL
-            // and a file is equally good or bad in decoded/ and augmented/. Skipped rows are
-            // entropy-decoded only (no IDCT, no colour conversion): most of a crop's saving stays.
-            if (partial && ci.output_scanline < ci.output_height)
-                jpeg_skip_scanlines(&ci, ci.output_height - ci.output_scanline);
-            jpeg_finish_decompress(&ci);
-        })) {
-        throw_from(s);
-    }
-    if (partial && !has_eoi_after(s.data, s.info.sos_offset)) {
-        throw DecodeError(Kind::kTruncated, "no EOI marker after the scan data");
-    }
-    if (cmyk) {
-        cmyk_inverted_to_rgb(cmyk_buf.data(), rgb,
-                             static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
-    }
-    return out;
+  const JDIMENSION end = static_cast<JDIMENSION>(y1);
+  JSAMPROW* row_ptrs = rows.data();
+  if (!guarded(s, [&] {
+        while (ci.output_scanline < end) {
+          const JDIMENSION done = ci.output_scanline - static_cast<JDIMENSION>(y0);
+          // 0 rows only happens with a suspending source; never loop on it.
+          if (jpeg_read_scanlines(&ci, row_ptrs + done, end - ci.output_scanline) == 0) {
+            ERREXIT(&ci, JERR_INPUT_EOF);
+          }
+        }
+        // Read on to EOI either way, so corrupt or missing data anywhere fails as in PIL
+        // and a file is equally good or bad in decoded/ and augmented/. Skipped rows are
+        // entropy-decoded only (no IDCT, no colour conversion): most of a crop's saving stays.
+        if (partial && ci.output_scanline < ci.output_height)
+          jpeg_skip_scanlines(&ci, ci.output_height - ci.output_scanline);
+        jpeg_finish_decompress(&ci);
+      })) {
+    throw_from(s);
+  }
+  if (partial && !has_eoi_after(s.data, s.info.sos_offset)) {
+    throw DecodeError(Kind::kTruncated, "no EOI marker after the scan data");
+  }
+  if (cmyk) {
+    cmyk_inverted_to_rgb(cmyk_buf.data(), rgb, static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
+  }
+  return out;
 }
 
 Image decode_jpeg(std::span<const std::uint8_t> data, const DecodeLimits& limits) {
-    JpegReader reader(data, limits);
-    return std::move(reader.decode().image);
+  JpegReader reader(data, limits);
+  return std::move(reader.decode().image);
 }
 
 }  // namespace prepfs::transform

@@ -30,7 +30,9 @@ struct ReadPath {
   SampleStore store;
 
   ReadPath(Source& source, const Tree& tree, TierManager& cache, RenderConfig rc = default_render_config())
-      : config(std::move(rc)), placer(tree, config.shapes), renderer(config, renders),
+      : config(std::move(rc)),
+        placer(tree, config.shapes),
+        renderer(config, renders),
         store(source, tree, cache, placer, renderer) {}
 
   // raw/ (and decoded/ with image_views) over this read path.

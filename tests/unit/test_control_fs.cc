@@ -27,7 +27,8 @@ struct Fixture : ::testing::Test {
   std::string written;
   ControlFs fs{{
       {"stats", [this] { return "n=" + std::to_string(counter); }},
-      {"evict", nullptr, [this](std::string_view d) {
+      {"evict", nullptr,
+       [this](std::string_view d) {
          if (d == "fail\n") throw Error(EINVAL, "bad command");
          written += d;
        }},

@@ -9,8 +9,8 @@
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/stats.h"
-#include "prepfs/observe/metrics.h"
 #include "prepfs/http/metrics_http.h"
+#include "prepfs/observe/metrics.h"
 
 namespace prepfs {
 namespace {
@@ -18,8 +18,8 @@ namespace {
 TEST(LatencyHistogram, BucketsByUpperBound) {
   LatencyHistogram h;
   h.record(0);
-  h.record(50'000);        // exactly on the first bound: counted there (le)
-  h.record(50'001);        // next bucket
+  h.record(50'000);          // exactly on the first bound: counted there (le)
+  h.record(50'001);          // next bucket
   h.record(10'000'000'000);  // beyond every bound: +Inf
   EXPECT_EQ(load(h.buckets[0]), 2u);
   EXPECT_EQ(load(h.buckets[1]), 1u);

@@ -38,7 +38,8 @@ TEST(Size, Formats) {
 
 TEST(Options, FuseStyleList) {
   Options o;
-  apply_option_list(o, "ram=512M,ssd=50G,ssd_dir=/var/cache/x,eviction=random,metadata_ttl=2.5,threads=32,ro,_netdev,allow_other");
+  apply_option_list(
+      o, "ram=512M,ssd=50G,ssd_dir=/var/cache/x,eviction=random,metadata_ttl=2.5,threads=32,ro,_netdev,allow_other");
   EXPECT_EQ(o.ram_bytes, 512ull << 20);
   EXPECT_EQ(o.ssd_bytes, 50ull << 30);
   EXPECT_EQ(o.ssd_dir, "/var/cache/x");
@@ -104,12 +105,19 @@ TEST(Options, ConfigFileErrorsNameFileAndLine) {
 TEST(Options, EveryDocumentedKeyIsAccepted) {
   for (const auto& d : option_docs()) {
     Options o;
-    std::string value = std::string(d.value).empty() ? "" : (std::string(d.value) == "SIZE" ? "1G"
-                        : std::string(d.value) == "SECONDS" ? "5" : std::string(d.value) == "N" ? "8"
-                        : std::string(d.value) == "POLICY" ? "lru" : std::string(d.value) == "LEVEL" ? "warn"
-                        : std::string(d.value) == "FORMAT" ? "npy" : std::string(d.value) == "PLAN" ? "fixed:10/20/70" : std::string(d.value) == "BOOL" ? "0"
-                        : std::string(d.value) == "SPEC" ? "resize(256);center_crop(224)"
-                        : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100" : "/x");
+    std::string value = std::string(d.value).empty()
+                            ? ""
+                            : (std::string(d.value) == "SIZE"        ? "1G"
+                               : std::string(d.value) == "SECONDS"   ? "5"
+                               : std::string(d.value) == "N"         ? "8"
+                               : std::string(d.value) == "POLICY"    ? "lru"
+                               : std::string(d.value) == "LEVEL"     ? "warn"
+                               : std::string(d.value) == "FORMAT"    ? "npy"
+                               : std::string(d.value) == "PLAN"      ? "fixed:10/20/70"
+                               : std::string(d.value) == "BOOL"      ? "0"
+                               : std::string(d.value) == "SPEC"      ? "resize(256);center_crop(224)"
+                               : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100"
+                                                                     : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
 }
@@ -123,7 +131,7 @@ TEST(Options, Partition) {
   apply_option(o, "partition", "fixed:20,30,50", true);  // as a config file gives it
   EXPECT_DOUBLE_EQ(o.partition_shares[0], 0.2);
   EXPECT_DOUBLE_EQ(o.partition_shares[2], 0.5);
-  EXPECT_DOUBLE_EQ(o.partition_shares[4], 0.3);  // three numbers apply to both tiers
+  EXPECT_DOUBLE_EQ(o.partition_shares[4], 0.3);             // three numbers apply to both tiers
   apply_option_list(o, "partition=fixed:0/100/0/60/0/40");  // RAM's three, then SSD's
   EXPECT_DOUBLE_EQ(o.partition_shares[1], 1.0);
   EXPECT_DOUBLE_EQ(o.partition_shares[3], 0.6);

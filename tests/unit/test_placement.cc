@@ -7,10 +7,10 @@
 #include <random>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/partition/placer.h"
-#include "prepfs/partition/planner.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/model/solver.h"
+#include "prepfs/partition/placer.h"
+#include "prepfs/partition/planner.h"
 #include "prepfs/source/posix_source.h"
 #include "read_path.h"
 #include "temp_dir.h"
@@ -68,8 +68,10 @@ TEST(Placer, IntervalsGiveEachSampleAtMostOneSlotInTheRightProportions) {
   std::mt19937_64 rng(1);
   for (int i = 0; i < n; i++) {
     auto s = placer.slot_of(Placer::sample_hash("dir/" + std::to_string(rng())));
-    if (!s) none++;
-    else count[{int(s->form), int(s->tier)}]++;
+    if (!s)
+      none++;
+    else
+      count[{int(s->form), int(s->tier)}]++;
   }
   // Binomial spread on 100k draws: within 1.5% of n of the planned counts.
   auto near = [&](int got, double want) { EXPECT_NEAR(got, want, 1500) << want; };
@@ -148,8 +150,7 @@ TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
   placer.set(placement(50, 0, 0, 0, 100, 0), double(ds.images.size()));
   int raw_ram = 0, dec_ssd = 0, none = 0;
   for (uint32_t id : ds.images) {
-    Admission raw = admission(id, Form::raw), dec = admission(id, Form::decoded),
-              aug = admission(id, Form::augmented);
+    Admission raw = admission(id, Form::raw), dec = admission(id, Form::decoded), aug = admission(id, Form::augmented);
     EXPECT_FALSE(aug.any());
     EXPECT_FALSE(raw.any() && dec.any());  // at most one form per sample
     EXPECT_FALSE(raw.ssd || dec.ram);
@@ -260,8 +261,8 @@ struct PlannerRig {
   std::map<int, int> dropped;  // form -> samples whose entries a move dropped
   Planner make(PlannerConfig cfg) {
     cfg.min_interval = std::chrono::milliseconds(0);
-    return Planner(cfg, [this](std::string*) { return in; }, placer, tm,
-                   [this](uint32_t, Form f) { dropped[int(f)]++; });
+    return Planner(
+        cfg, [this](std::string*) { return in; }, placer, tm, [this](uint32_t, Form f) { dropped[int(f)]++; });
   }
 };
 
@@ -282,7 +283,8 @@ TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
   for (Form f : kAllForms)
     for (Tier t : kAllTiers)
       if (p.at(f, t) == 0 && f != Form::raw) {
-        uint64_t quota = t == Tier::ram ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
+        uint64_t quota =
+            t == Tier::ram ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
         EXPECT_EQ(quota, 0u) << form_name(f) << " " << tier_name(t);
       }
   const std::string json = planner.report_json();

@@ -78,8 +78,10 @@ TEST(TierIndex, BudgetHoldsUnderRandomChurn) {
     std::vector<CacheKey> ev;
     for (int i = 0; i < 5000; i++) {
       uint64_t key = rng() % 500, size = 1 + key * 13 % 900;
-      if (rng() % 4 == 0) idx.remove(k(key));
-      else idx.admit(k(key), size, Form::raw, &ev);
+      if (rng() % 4 == 0)
+        idx.remove(k(key));
+      else
+        idx.admit(k(key), size, Form::raw, &ev);
       ASSERT_LE(idx.bytes(), idx.budget()) << policy;
     }
   }
@@ -101,7 +103,7 @@ TEST(TierIndex, AFormAtItsQuotaRefusesAndNeverPushesOthersOut) {
     idx.set_form_quotas({20, 80, 0});
     EXPECT_TRUE(idx.admit(k(1), 20, Form::raw, &ev));
     EXPECT_FALSE(idx.admit(k(2), 20, Form::raw, &ev)) << policy;  // raw is at its 20-byte quota
-    EXPECT_TRUE(ev.empty()) << policy;  // and k(1) stays: no churn among kept samples
+    EXPECT_TRUE(ev.empty()) << policy;                            // and k(1) stays: no churn among kept samples
     EXPECT_TRUE(idx.contains(k(1)));
     EXPECT_FALSE(idx.admit(k(3), 10, Form::augmented, &ev));  // augmented has no share
     for (uint64_t i = 10; i < 14; i++) EXPECT_TRUE(idx.admit(k(i), 20, Form::decoded, &ev));

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/partition/profiler.h"
 #include "prepfs/index/sample_shapes.h"
 #include "prepfs/index/tree.h"
+#include "prepfs/partition/profiler.h"
 #include "prepfs/source/posix_source.h"
 #include "temp_dir.h"
 
@@ -44,8 +44,8 @@ struct Fixture {
     tree->set_all_dims(std::move(dims));
     cache = std::make_unique<TierManager>(CacheConfig{64 << 20, 32 << 20, d / "ssd", "lru"});
     shapes.spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
-    profiler = std::make_unique<Profiler>(
-        ProfilerSources{*tree, shapes, *source, *cache, renders, views, replies, 64, 2, 4});
+    profiler =
+        std::make_unique<Profiler>(ProfilerSources{*tree, shapes, *source, *cache, renders, views, replies, 64, 2, 4});
   }
 
   SourceCounters& src() { return source->counters(); }
@@ -111,8 +111,8 @@ TEST(Profiler, SourceLatencyAndConcurrencyAreEwmasOfEachWindow) {
   Profile p = f.profiler->profile();
   EXPECT_DOUBLE_EQ(p.src_latency, 2e-3);
   EXPECT_DOUBLE_EQ(p.src_concurrency_in_use, 0.02);  // 20 ms of reads in 1 s of wall time
-  EXPECT_DOUBLE_EQ(p.src_stream_bw, 50e6);            // 1 MB in 20 ms of request time
-  EXPECT_DOUBLE_EQ(p.src_peak_bw, 1e6);               // 1 MB in 1 s of wall time
+  EXPECT_DOUBLE_EQ(p.src_stream_bw, 50e6);           // 1 MB in 20 ms of request time
+  EXPECT_DOUBLE_EQ(p.src_peak_bw, 1e6);              // 1 MB in 1 s of wall time
   EXPECT_DOUBLE_EQ(p.src_bandwidth, 50e6);
   EXPECT_FALSE(has_note(p, "src_latency", true));
   EXPECT_FALSE(has_note(p, "src_bandwidth", true));
@@ -195,7 +195,7 @@ TEST(Profiler, CpuCostsPerSampleAndTheirDifference) {
   bump(f.render().decode_cpu_ns, 8'000'000);  // 2 ms
   bump(f.render().augmented, 10);
   bump(f.render().from_decoded, 5);
-  bump(f.render().augment_cpu_ns, 25'000'000);  // 5 renders from JPEG: 5 ms each
+  bump(f.render().augment_cpu_ns, 25'000'000);              // 5 renders from JPEG: 5 ms each
   bump(f.render().augment_from_decoded_cpu_ns, 5'000'000);  // 1 ms each
   f.tick();
   Profile p = f.profiler->profile();

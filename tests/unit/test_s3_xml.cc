@@ -42,7 +42,9 @@ TEST(S3Xml, ParsesAListObjectsV2Page) {
   EXPECT_EQ(p.objects[0].size, 434234u);
   EXPECT_EQ(p.objects[0].etag, "fba9dede5f27731c9771645a39863328");
   EXPECT_EQ(p.objects[0].last_modified_ns, 1255369830ll * 1'000'000'000);
-  EXPECT_EQ(p.objects[1].key, "data/sub/\xc3\xbc" "ber.txt");
+  EXPECT_EQ(p.objects[1].key,
+            "data/sub/\xc3\xbc"
+            "ber.txt");
   EXPECT_EQ(p.objects[1].etag, "abc-2");
   EXPECT_EQ(p.objects[1].last_modified_ns, 1704164645ll * 1'000'000'000 + 678'000'000);
   EXPECT_EQ(p.objects[2].key, "data/<raw>");
@@ -59,7 +61,11 @@ TEST(S3Xml, DecodesUrlEncodedKeys) {
 
 TEST(S3Xml, RejectsMalformedInput) {
   for (const char* bad : {
-           "", "<", "<ListBucketResult>", "<ListBucketResult></Other>", "text<ListBucketResult/>",
+           "",
+           "<",
+           "<ListBucketResult>",
+           "<ListBucketResult></Other>",
+           "text<ListBucketResult/>",
            "<ListBucketResult><Contents><Key>a</Key></Contents></ListBucketResult>",  // no Size
            "<ListBucketResult><Contents><Key>a</Key><Size>-1</Size></Contents></ListBucketResult>",
            "<ListBucketResult><Contents><Key>&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
@@ -146,10 +152,9 @@ TEST(S3Keys, BuildsATreeWithDirectoriesBeforeChildren) {
   t.add("deep/only/prefixes/x.bin", 1, 1);  // a prefix holding only sub-prefixes
   t.add("empty/", 0, 3);                    // a directory marker
   t.add("readme", 3, 1);
-  std::vector<std::string> want = {"/",           "deep/",         "deep/only/",      "deep/only/prefixes/",
-                                   "deep/only/prefixes/x.bin",     "empty/",          "readme",
-                                   "train/",      "train/cat/",    "train/cat/1.jpg", "train/dog/",
-                                   "train/dog/2.jpg"};
+  std::vector<std::string> want = {
+      "/",      "deep/",      "deep/only/",      "deep/only/prefixes/", "deep/only/prefixes/x.bin", "empty/", "readme",
+      "train/", "train/cat/", "train/cat/1.jpg", "train/dog/",          "train/dog/2.jpg"};
   EXPECT_EQ(paths(t), want);
 }
 

@@ -102,7 +102,8 @@ TEST(SsdTier, EraseOfAQueuedOrInFlightWriteLeavesNothingBehind) {
     TierCounters c;
     SsdTier ssd(dir.path(), 64 << 20, make_policy("lru"), c);
     std::string data = test::pattern(200'000, 3);
-    for (int i = 0; i < 200; i++) ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(data), Form::raw));
+    for (int i = 0; i < 200; i++)
+      ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(data), Form::raw));
     for (int i = 0; i < 200; i++) ssd.erase(key_for("k" + std::to_string(i)));  // most still queued, one in hand
     ssd.flush();
     EXPECT_EQ(ssd.entries(), 0u);
@@ -253,7 +254,10 @@ TEST(TierManager, SsdHitIsPromotedToRam) {
   }  // destructor drains the write queue
   TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
   int fills = 0;
-  auto fill = [&] { fills++; return chunk_of("WRONG"); };
+  auto fill = [&] {
+    fills++;
+    return chunk_of("WRONG");
+  };
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, fill)), "from source");
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, fill)), "from source");
   EXPECT_EQ(fills, 0);

@@ -118,7 +118,10 @@ TEST(DataFs, ReadsEveryByteThroughTheCacheWithoutFuse) {
   EXPECT_THROW(fs.lookup(b.ino, "missing"), Error);
   EXPECT_EQ(fs.readlink(fs.lookup(raw.ino, "link").ino), "b/a.txt");
   std::vector<std::string> names;
-  fs.readdir(b.ino, 0, [&](std::string_view n, const Attr&, uint64_t) { names.emplace_back(n); return true; });
+  fs.readdir(b.ino, 0, [&](std::string_view n, const Attr&, uint64_t) {
+    names.emplace_back(n);
+    return true;
+  });
   EXPECT_EQ(names, (std::vector<std::string>{".", "..", "a.txt", "deep", "z.txt"}));
 }
 
@@ -173,7 +176,7 @@ TEST(TreeStore, RescanReadsOnlyTheHeadersOfChangedFiles) {
   std::string idx = d / "index.bin";
   load_or_scan_tree(src, idx);
   uint64_t probes = load(src.counters().reads);
-  EXPECT_EQ(probes, 1u);  // f.bin: the other files are too short to be JPEGs, nothing to read
+  EXPECT_EQ(probes, 1u);                         // f.bin: the other files are too short to be JPEGs, nothing to read
   d.write("src/b/z.txt", "changed and longer");  // a new version of a known file
   d.write("src/b/new.txt", "a new file");        // changes b/'s fingerprint: a rescan
   TreeLoad again = load_or_scan_tree(src, idx);

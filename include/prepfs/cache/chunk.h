@@ -17,7 +17,9 @@ class Chunk {
   char* raw() { return buf_.get(); }  // header room included
   const char* data() const { return buf_.get() + offset_; }
   size_t size() const { return size_; }
-  void shrink(size_t size) { if (size < size_) size_ = size; }
+  void shrink(size_t size) {
+    if (size < size_) size_ = size;
+  }
 
  private:
   Chunk(size_t size, size_t offset) : buf_(new char[size + offset]), offset_(offset), size_(size) {}

@@ -12,17 +12,16 @@
 
 namespace prepfs {
 
-
 struct CacheKey {
   uint64_t hi = 0, lo = 0;
   bool operator==(const CacheKey&) const = default;
-  std::string hex() const;                  // 32 lowercase hex digits
+  std::string hex() const;  // 32 lowercase hex digits
   static bool from_hex(std::string_view s, CacheKey* out);
 };
 
 struct KeyFields {
-  std::string_view path;       // relative source path
-  FileVersion version;         // the source version the bytes derive from
+  std::string_view path;  // relative source path
+  FileVersion version;    // the source version the bytes derive from
   Form form = Form::raw;
   uint64_t pipeline_hash = 0;  // 0 for raw
   uint32_t variant = 0;        // augmented variant number
@@ -33,7 +32,9 @@ struct KeyFields {
 CacheKey make_key(const KeyFields& f);
 
 struct CacheKeyHash {
-  size_t operator()(const CacheKey& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull)); }
+  size_t operator()(const CacheKey& k) const noexcept {
+    return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull));
+  }
 };
 
 }  // namespace prepfs

@@ -26,7 +26,7 @@ struct SsdEntryHeader {
   uint64_t key_hi;
   uint64_t key_lo;
   uint64_t length;
-  uint64_t checksum;         // XXH3_64 of the payload, seeded with key_lo
+  uint64_t checksum;  // XXH3_64 of the payload, seeded with key_lo
   uint8_t form;
   uint8_t reserved[7];
   uint64_t header_checksum;  // XXH3_64 of the bytes above
@@ -40,8 +40,7 @@ class SsdTier {
   static constexpr uint64_t kMaxPendingBytes = 256ull << 20;
 
   // dir is created if needed. Throws Error when it cannot be created or written.
-  SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy,
-          TierCounters& counters);
+  SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters);
   ~SsdTier();  // drains the write queue, so a clean stop leaves every admitted chunk on disk
 
   ChunkRef get(const CacheKey& key);  // null on a miss, and on a corrupt entry (then removed)
@@ -58,8 +57,8 @@ class SsdTier {
   uint64_t budget() const;
   bool contains(const CacheKey& key) const;
   uint64_t form_quota(Form f) const;
-  uint64_t queued_bytes();  // bytes waiting in the write queue
-  size_t queued_jobs();     // entries waiting in the write queue
+  uint64_t queued_bytes();                                    // bytes waiting in the write queue
+  size_t queued_jobs();                                       // entries waiting in the write queue
   std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools
 
  private:

@@ -35,16 +35,16 @@ struct Admission {
 struct CacheConfig {
   uint64_t ram_bytes = 0;
   uint64_t ssd_bytes = 0;
-  std::string ssd_dir;      // the tier's own directory (already specific to one source)
+  std::string ssd_dir;  // the tier's own directory (already specific to one source)
   std::string eviction = "lru";
 };
 
 struct CacheCounters {
   TierCounters ram;
   TierCounters ssd;
-  std::atomic<uint64_t> fills{0};         // misses of both tiers that ran the fill
+  std::atomic<uint64_t> fills{0};  // misses of both tiers that ran the fill
   std::atomic<uint64_t> fill_errors{0};
-  std::atomic<uint64_t> joined{0};        // readers that waited on another's fill
+  std::atomic<uint64_t> joined{0};  // readers that waited on another's fill
   // Per form (index: Form), as seen by get_or_fill: where each chunk request was answered.
   struct PerForm {
     std::atomic<uint64_t> ram_hits{0}, ram_hit_bytes{0};
@@ -76,8 +76,7 @@ class TierManager {
   // The partition as fractions of each tier per form (raw, decoded, augmented), each tier's
   // summing to at most 1. A lowered share evicts nothing at once: entries above it are the first
   // to go when another form needs room (gradual migration, never a flush).
-  void set_partition(const std::array<double, kForms>& ram_shares,
-                     const std::array<double, kForms>& ssd_shares);
+  void set_partition(const std::array<double, kForms>& ram_shares, const std::array<double, kForms>& ssd_shares);
 
   void evict_all();  // both tiers
   void flush();      // waits for queued SSD writes

@@ -10,20 +10,20 @@
 namespace prepfs {
 
 struct Options {
-  std::string source;      // a directory or s3://bucket/prefix
+  std::string source;  // a directory or s3://bucket/prefix
   std::string mountpoint;
 
-  uint64_t ram_bytes = 1ull << 30;         // ram=       RAM tier budget
-  uint64_t ssd_bytes = 10ull << 30;        // ssd=       SSD tier budget (0 disables the tier)
-  std::string ssd_dir;                     // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
-  std::string eviction = "lru";            // eviction=  lru | random | none
-  double metadata_ttl = -1;                // metadata_ttl= seconds; <0: never revalidate
-  unsigned threads = 64;                   // threads=   max FUSE worker threads per session
-  std::string log_level = "info";          // log_level= trace|debug|info|warn|error|off
-  bool foreground = false;                 // -f
-  bool debug_fuse = false;                 // -d / -o debug: libfuse request trace
-  bool allow_other = false;                // allow_other (FUSE)
-  std::string metrics_addr;                // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
+  uint64_t ram_bytes = 1ull << 30;   // ram=       RAM tier budget
+  uint64_t ssd_bytes = 10ull << 30;  // ssd=       SSD tier budget (0 disables the tier)
+  std::string ssd_dir;               // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
+  std::string eviction = "lru";      // eviction=  lru | random | none
+  double metadata_ttl = -1;          // metadata_ttl= seconds; <0: never revalidate
+  unsigned threads = 64;             // threads=   max FUSE worker threads per session
+  std::string log_level = "info";    // log_level= trace|debug|info|warn|error|off
+  bool foreground = false;           // -f
+  bool debug_fuse = false;           // -d / -o debug: libfuse request trace
+  bool allow_other = false;          // allow_other (FUSE)
+  std::string metrics_addr;          // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
 
   // partition= auto (the model plans from measurements and re-plans on drift) |
   // fixed:RAW,DEC,AUG[,RAW,DEC,AUG] (percent of each tier per form; three numbers apply to both)
@@ -31,23 +31,23 @@ struct Options {
   double partition_shares[6] = {1, 1, 1, 1, 1, 1};  // fixed: RAM's raw/dec/aug, then SSD's, as fractions
 
   // decoded/ and augmented/ views
-  std::string decoded_format = "ppm";      // decoded_format= ppm | npy (both views)
-  std::string augment;                     // augment=   pipeline spec; empty: the default
-  uint64_t seed = 0;                       // seed=      variant k of a file = f(seed, path, k)
-  unsigned aug_reuse = 1;                  // aug_reuse= serve each augmented variant N times
-  unsigned cpu = 0;                        // cpu=       cores for transforms; 0: all
-  uint64_t max_pixels = 100'000'000;       // max_pixels= refuse larger images (EIO)
-  bool fast_paths = true;                  // fast_paths= DCT scaling for augmented/
-  bool crop_decode = false;                // crop_decode= decode only the crop region (augmented/)
+  std::string decoded_format = "ppm";  // decoded_format= ppm | npy (both views)
+  std::string augment;                 // augment=   pipeline spec; empty: the default
+  uint64_t seed = 0;                   // seed=      variant k of a file = f(seed, path, k)
+  unsigned aug_reuse = 1;              // aug_reuse= serve each augmented variant N times
+  unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
+  uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
+  bool fast_paths = true;              // fast_paths= DCT scaling for augmented/
+  bool crop_decode = false;            // crop_decode= decode only the crop region (augmented/)
 
   // s3:// sources
-  std::string s3_endpoint;                 // s3_endpoint= http(s)://host[:port]; empty: AWS
-  std::string s3_region;                   // s3_region= empty: $AWS_REGION or us-east-1
-  std::string s3_path_style = "auto";      // s3_path_style= 1 | 0 | auto
-  std::string s3_profile;                  // s3_profile= ~/.aws/credentials section
-  unsigned s3_connections = 64;            // s3_connections= HTTP connections to the endpoint
-  double s3_retry_time = 20;               // s3_retry_time= seconds a failing request is retried
-  uint64_t s3_part_size = 8ull << 20;      // s3_part_size= larger reads become parallel parts
+  std::string s3_endpoint;             // s3_endpoint= http(s)://host[:port]; empty: AWS
+  std::string s3_region;               // s3_region= empty: $AWS_REGION or us-east-1
+  std::string s3_path_style = "auto";  // s3_path_style= 1 | 0 | auto
+  std::string s3_profile;              // s3_profile= ~/.aws/credentials section
+  unsigned s3_connections = 64;        // s3_connections= HTTP connections to the endpoint
+  double s3_retry_time = 20;           // s3_retry_time= seconds a failing request is retried
+  uint64_t s3_part_size = 8ull << 20;  // s3_part_size= larger reads become parallel parts
 
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;
@@ -55,7 +55,7 @@ struct Options {
 
 struct OptionDoc {
   const char* key;
-  const char* value;    // e.g. "SIZE"
+  const char* value;  // e.g. "SIZE"
   const char* help;
 };
 // Every key accepted by apply_option(), for --help and the man-page test.

@@ -30,9 +30,8 @@ struct TierCounters {
 struct LatencyHistogram {
   static constexpr int kBuckets = 16;
   static constexpr uint64_t kBoundsNs[kBuckets - 1] = {
-      50'000,      100'000,     250'000,       500'000,       1'000'000,     2'500'000,
-      5'000'000,   10'000'000,  25'000'000,    50'000'000,    100'000'000,   250'000'000,
-      500'000'000, 1'000'000'000, 2'500'000'000};
+      50'000,     100'000,    250'000,     500'000,     1'000'000,   2'500'000,     5'000'000,    10'000'000,
+      25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000, 2'500'000'000};
   std::atomic<uint64_t> buckets[kBuckets]{};
   std::atomic<uint64_t> sum_ns{0};
 
@@ -45,12 +44,12 @@ struct LatencyHistogram {
 };
 
 struct SourceCounters {
-  std::atomic<uint64_t> reads{0};         // read requests sent to the source
-  std::atomic<uint64_t> bytes{0};         // bytes fetched from the source
+  std::atomic<uint64_t> reads{0};  // read requests sent to the source
+  std::atomic<uint64_t> bytes{0};  // bytes fetched from the source
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> opens{0};
-  std::atomic<uint64_t> read_ns{0};       // total time spent in source reads
-  LatencyHistogram read_latency;          // per successful read
+  std::atomic<uint64_t> read_ns{0};  // total time spent in source reads
+  LatencyHistogram read_latency;     // per successful read
   // Time with at least one read in flight (see SourceBusy, busy_ns_now): bytes over busy time is
   // the profiler's tightest lower bound of the source's bandwidth.
   std::atomic<int64_t> in_flight{0};
@@ -68,21 +67,21 @@ struct ReplyCounters {
 
 // The transforms of the sample store (decode, augment), for stats and the profiler's CPU costs.
 struct RenderCounters {
-  std::atomic<uint64_t> decoded{0};          // decoded files rendered
-  std::atomic<uint64_t> augmented{0};        // augmented variants rendered
-  std::atomic<uint64_t> from_decoded{0};     // variants rendered from cached decoded pixels
-  std::atomic<uint64_t> errors{0};           // files that could not be rendered (EIO)
-  std::atomic<uint64_t> cpu_ns{0};           // thread CPU time spent in transforms
+  std::atomic<uint64_t> decoded{0};       // decoded files rendered
+  std::atomic<uint64_t> augmented{0};     // augmented variants rendered
+  std::atomic<uint64_t> from_decoded{0};  // variants rendered from cached decoded pixels
+  std::atomic<uint64_t> errors{0};        // files that could not be rendered (EIO)
+  std::atomic<uint64_t> cpu_ns{0};        // thread CPU time spent in transforms
   // The same split by kind, for the partition model's per-sample costs.
-  std::atomic<uint64_t> decode_cpu_ns{0};            // decoded/ renders (decode + encode)
-  std::atomic<uint64_t> augment_cpu_ns{0};           // augmented renders from JPEG bytes
+  std::atomic<uint64_t> decode_cpu_ns{0};   // decoded/ renders (decode + encode)
+  std::atomic<uint64_t> augment_cpu_ns{0};  // augmented renders from JPEG bytes
   std::atomic<uint64_t> augment_from_decoded_cpu_ns{0};
-  std::atomic<uint64_t> waits{0};            // renders that waited for a cpu slot
+  std::atomic<uint64_t> waits{0};  // renders that waited for a cpu slot
 };
 
 // What the views answered, and the request mix per view (the profiler's "which view is read").
 struct ViewCounters {
-  std::atomic<uint64_t> reads{0};          // read requests of raw/ and decoded/
+  std::atomic<uint64_t> reads{0};  // read requests of raw/ and decoded/
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> read_errors{0};
   std::atomic<uint64_t> revalidations{0};
@@ -101,7 +100,8 @@ inline uint64_t load(const std::atomic<uint64_t>& c) { return c.load(std::memory
 // Monotonic nanoseconds, for timing an operation into the counters above.
 inline uint64_t steady_ns() {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 // Marks one source read in flight for its lifetime (a scope around the read).

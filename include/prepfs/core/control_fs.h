@@ -43,11 +43,11 @@ class ControlFs final : public Filesystem {
   Attr truncate(uint64_t ino, uint64_t size) override;  // O_TRUNC / truncate(2): accepted, nothing to do
 
  private:
-  const File& file(uint64_t ino) const;  // throws ENOENT
+  const File& file(uint64_t ino) const;      // throws ENOENT
   const File& writable(uint64_t ino) const;  // throws ENOENT, or EROFS when it is read-only
   static uint32_t mode_of(const File& f);
   std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
-  std::vector<File> files_;              // file i has inode i + 2; the directory is inode 1
+  std::vector<File> files_;  // file i has inode i + 2; the directory is inode 1
   OpenSnapshots open_;
 };
 

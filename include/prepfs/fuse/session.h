@@ -20,14 +20,14 @@ inline constexpr unsigned kMaxTransfer = 1u << 20;
 
 struct SessionConfig {
   std::string mountpoint;
-  std::string fsname = "prepfs";   // first column of /proc/mounts
-  unsigned max_threads = 64;       // libfuse 3.14 defaults to 10, which caps a slow source
-  bool skip_open = false;          // let the kernel stop sending OPEN/RELEASE (files with no per-open state)
+  std::string fsname = "prepfs";  // first column of /proc/mounts
+  unsigned max_threads = 64;      // libfuse 3.14 defaults to 10, which caps a slow source
+  bool skip_open = false;         // let the kernel stop sending OPEN/RELEASE (files with no per-open state)
   bool allow_other = false;
   bool debug = false;
-  bool read_only = true;           // false only for the control session (its writable command files)
-  bool exit_on_unmount = false;    // unmounted from outside (umount -R): SIGTERM the daemon
-  double negative_timeout = 0;     // how long the kernel may remember that a name does not exist
+  bool read_only = true;                    // false only for the control session (its writable command files)
+  bool exit_on_unmount = false;             // unmounted from outside (umount -R): SIGTERM the daemon
+  double negative_timeout = 0;              // how long the kernel may remember that a name does not exist
   ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the daemon)
   Invalidations* invalidations = nullptr;   // inodes to drop from the kernel's caches (main tree)
 };

@@ -25,7 +25,7 @@ class MetricsHttpServer {
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
-  static bool available();  // built with libmicrohttpd
+  static bool available();                 // built with libmicrohttpd
   unsigned port() const { return port_; }  // the bound port (useful with port 0)
   const Render& render() const { return render_; }
 

@@ -16,7 +16,7 @@ namespace prepfs {
 
 struct SampleShapes {
   transform::OutputFormat format = transform::OutputFormat::kPpm;
-  transform::PipelineSpec spec;       // the augmentation pipeline, for the output size
+  transform::PipelineSpec spec;  // the augmentation pipeline, for the output size
   uint64_t max_pixels = 100'000'000;
 
   bool is_sample(ImageDims d) const { return d.is_image() && uint64_t(d.width) * d.height <= max_pixels; }

@@ -15,9 +15,9 @@
 namespace prepfs {
 
 struct Node {
-  uint32_t parent;       // the root is its own parent
-  uint32_t name_off;     // into the name arena
-  uint32_t mode;         // st_mode
+  uint32_t parent;    // the root is its own parent
+  uint32_t name_off;  // into the name arena
+  uint32_t mode;      // st_mode
   uint16_t name_len;
   uint16_t reserved;
   uint64_t size;         // files: bytes; symlinks: target length; updated by revalidation

@@ -45,7 +45,7 @@ struct Inputs {
   double consumer_rate = 0;
 
   Form view = Form::augmented;  // the view the consumer reads
-  double aug_reuse = 1;          // R: each augmented variant is served at most R times
+  double aug_reuse = 1;         // R: each augmented variant is served at most R times
 
   double size_of(Form f) const { return size[static_cast<std::size_t>(f)]; }
   double src_request_rate() const {  // C_src / L_src, 0 when not measured

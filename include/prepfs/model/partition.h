@@ -17,8 +17,8 @@ struct Placement {
 
   double& at(Form f, Tier t) { return n[static_cast<std::size_t>(f)][static_cast<std::size_t>(t)]; }
   double at(Form f, Tier t) const { return n[static_cast<std::size_t>(f)][static_cast<std::size_t>(t)]; }
-  double total() const;                              // sum over f,t
-  double bytes(const Inputs& in, Tier t) const;      // sum_f n(f,t) * S_f
+  double total() const;                          // sum over f,t
+  double bytes(const Inputs& in, Tier t) const;  // sum_f n(f,t) * S_f
 };
 
 // Capacity constraints: n >= 0, bytes per tier within budget, sum_{f,t} n(f,t) <= N.

@@ -17,11 +17,11 @@ struct Alternative {
 };
 
 struct Plan {
-  Placement placement;          // integer counts, within the budgets
-  Prediction prediction;        // of placement
-  double lp_throughput = 0;     // the LP's continuous optimum (>= prediction.throughput)
+  Placement placement;                      // integer counts, within the budgets
+  Prediction prediction;                    // of placement
+  double lp_throughput = 0;                 // the LP's continuous optimum (>= prediction.throughput)
   std::array<Alternative, 4> alternatives;  // no cache, then all raw / decoded / augmented
-  bool caching_helps = true;    // false when no placement beats caching nothing
+  bool caching_helps = true;                // false when no placement beats caching nothing
 };
 
 // Fill RAM, then SSD, with form f only (the single-form alternatives).

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "prepfs/cache/tier_manager.h"
-#include "prepfs/partition/placer.h"
 #include "prepfs/model/inputs.h"
 #include "prepfs/model/solver.h"
+#include "prepfs/partition/placer.h"
 
 namespace prepfs {
 
@@ -53,8 +53,8 @@ class Planner {
   std::string report_json();
 
   struct Status {
-    uint64_t plans = 0;        // plans computed (the first one included)
-    uint64_t moves = 0;        // plans that changed the enforced placement
+    uint64_t plans = 0;          // plans computed (the first one included)
+    uint64_t moves = 0;          // plans that changed the enforced placement
     uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
     std::string last_reason;
     model::Placement enforced;

@@ -44,11 +44,11 @@ struct ProfilerSources {
   const ReplyCounters& replies;
   unsigned fuse_threads = 64;  // the source concurrency the daemon allows (C_src)
   unsigned aug_reuse = 1;
-  unsigned cores = 1;          // the renderer's cpu= slots
+  unsigned cores = 1;  // the renderer's cpu= slots
 };
 
 struct ProfilerConfig {
-  double alpha = 0.3;                // EWMA weight of each tick's measurement (rates, shares)
+  double alpha = 0.3;  // EWMA weight of each tick's measurement (rates, shares)
   // Per-operation costs (CPU per render, latency per source read) weigh each operation: a tick
   // with 300 renders replaces 95% of the estimate, a tick with 3 only 3%. Per-tick weighting
   // converged over tens of seconds when epochs last under a second (the fill epoch's costs lingered).
@@ -60,14 +60,14 @@ struct ProfilerConfig {
 // Priors, where nothing has been measured yet. The source's are "remote storage", the premise of
 // the design; the CPU's are from bench/results/loader_bench.md on this machine class.
 struct ProfilerPriors {
-  static constexpr double kSrcLatency = 2e-3;         // s per request
-  static constexpr double kSrcBandwidth = 100e6;      // B/s
+  static constexpr double kSrcLatency = 2e-3;     // s per request
+  static constexpr double kSrcBandwidth = 100e6;  // B/s
   // Until the SSD tier and the FUSE replies are timed: a SATA-class SSD, a memory copy.
-  static constexpr double kSsdRead = 500e6;           // B/s
-  static constexpr double kSsdWrite = 300e6;          // B/s
-  static constexpr double kCopyPerCore = 2e9;         // B/s
-  static constexpr double kDecode = 1.3e-3;           // s per sample
-  static constexpr double kDecodeShareOfAugment = 0.6;       // c_dec / (c_dec + c_aug)
+  static constexpr double kSsdRead = 500e6;                 // B/s
+  static constexpr double kSsdWrite = 300e6;                // B/s
+  static constexpr double kCopyPerCore = 2e9;               // B/s
+  static constexpr double kDecode = 1.3e-3;                 // s per sample
+  static constexpr double kDecodeShareOfAugment = 0.6;      // c_dec / (c_dec + c_aug)
   static constexpr double kAugmentFromDecodedShare = 0.45;  // c_aug' / (c_dec + c_aug)
 };
 
@@ -81,19 +81,19 @@ struct ProfileNote {
 // Everything the profiler knows, as the model uses it (priors substituted; see notes).
 struct Profile {
   uint64_t ticks = 0;
-  double samples = 0;                           // images in the tree
-  std::array<double, kForms> size{};     // mean bytes per sample, indexed by Form
-  double ram_capacity = 0, ssd_capacity = 0;    // tier budgets, bytes
+  double samples = 0;                         // images in the tree
+  std::array<double, kForms> size{};          // mean bytes per sample, indexed by Form
+  double ram_capacity = 0, ssd_capacity = 0;  // tier budgets, bytes
 
   // Source. latency: EWMA of (read time / reads) per tick. concurrency_in_use: EWMA of (read time
   // / tick wall time), the mean reads in flight (Little's law), over ticks that had reads.
   double src_latency = 0;
   double src_concurrency_in_use = 0;
-  double src_concurrency = 1;     // what the model is given: the FUSE thread count
-  double src_stream_bw = 0;       // EWMA of bytes / read time: one request's throughput
-  double src_peak_bw = 0;         // held peak of bytes / tick wall time, decayed per tick
-  double src_busy_bw = 0;         // EWMA of bytes / time with a read in flight (= the bandwidth when saturated)
-  double src_bandwidth = 0;       // max of the three: a lower bound of the source's bandwidth
+  double src_concurrency = 1;  // what the model is given: the FUSE thread count
+  double src_stream_bw = 0;    // EWMA of bytes / read time: one request's throughput
+  double src_peak_bw = 0;      // held peak of bytes / tick wall time, decayed per tick
+  double src_busy_bw = 0;      // EWMA of bytes / time with a read in flight (= the bandwidth when saturated)
+  double src_bandwidth = 0;    // max of the three: a lower bound of the source's bandwidth
 
   // SSD tier. Reads run on the FUSE workers, in parallel: read_bw = max(EWMA of one read's
   // throughput, held peak of bytes read per tick wall second), a lower bound. Writes run on the

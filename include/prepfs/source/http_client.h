@@ -13,9 +13,9 @@
 namespace prepfs::http {
 
 struct ClientConfig {
-  unsigned max_connections = 64;     // per host and in total
+  unsigned max_connections = 64;  // per host and in total
   long connect_timeout_ms = 3000;
-  long low_speed_time_s = 10;        // a transfer below 1 byte/s for this long fails (timeout)
+  long low_speed_time_s = 10;  // a transfer below 1 byte/s for this long fails (timeout)
   // SigV4 signing by libcurl (CURLOPT_AWS_SIGV4), e.g. "aws:amz:us-east-1:s3"; empty: unsigned.
   std::string sigv4;
   std::string access_key, secret_key;  // never logged
@@ -37,12 +37,12 @@ struct Request {
 };
 
 struct Response {
-  int curl_code = 0;            // CURLcode; 0 = the HTTP exchange completed
-  std::string curl_error;       // libcurl's message (never holds credentials)
+  int curl_code = 0;       // CURLcode; 0 = the HTTP exchange completed
+  std::string curl_error;  // libcurl's message (never holds credentials)
   long status = 0;
-  std::string body;             // without buf, or the (capped) body of an error status
-  size_t received = 0;          // bytes placed into buf
-  bool satisfied = false;       // a 200 reply was cut off once buf was full (not an error)
+  std::string body;        // without buf, or the (capped) body of an error status
+  size_t received = 0;     // bytes placed into buf
+  bool satisfied = false;  // a 200 reply was cut off once buf was full (not an error)
   std::string etag, content_range, last_modified, bucket_region;
   int64_t content_length = -1;
 };

@@ -21,8 +21,7 @@ class PosixSource final : public Source {
   void scan(const Visitor& visit) override;
   SourceStat stat(const std::string& rel) override;
   std::optional<DirFingerprint> dir_fingerprint(const std::string& rel) override;
-  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
-              size_t len) override;
+  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) override;
 
  private:
   struct OpenFile;

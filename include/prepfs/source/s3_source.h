@@ -35,12 +35,12 @@ struct Response;
 }  // namespace http
 
 struct S3Config {
-  std::string endpoint;         // empty: https://s3.<region>.amazonaws.com
-  std::string region;           // empty: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1
+  std::string endpoint;             // empty: https://s3.<region>.amazonaws.com
+  std::string region;               // empty: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1
   std::string path_style = "auto";  // "1", "0", "auto" (path style for a custom endpoint)
-  std::string profile;          // empty: $AWS_PROFILE, else "default"
+  std::string profile;              // empty: $AWS_PROFILE, else "default"
   unsigned connections = 64;
-  double retry_seconds = 20;    // total time a request is retried before EIO
+  double retry_seconds = 20;  // total time a request is retried before EIO
   uint64_t part_size = 8ull << 20;
 };
 
@@ -77,8 +77,7 @@ class S3Source final : public Source {
   void scan(const Visitor& visit) override;
   SourceStat stat(const std::string& rel) override;
   std::optional<DirFingerprint> dir_fingerprint(const std::string& rel) override;
-  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
-              size_t len) override;
+  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) override;
 
  private:
   enum class Outcome { ok, retry, fail };
@@ -100,9 +99,9 @@ class S3Source final : public Source {
 
   S3Url url_;
   S3Config cfg_;
-  std::string source_;       // as given, for messages
-  std::string endpoint_;     // scheme://host[:port], no trailing slash
-  std::string base_;         // where keys go: endpoint/bucket or scheme://bucket.host
+  std::string source_;    // as given, for messages
+  std::string endpoint_;  // scheme://host[:port], no trailing slash
+  std::string base_;      // where keys go: endpoint/bucket or scheme://bucket.host
   bool path_style_ = true;
   AwsCredentials creds_;
   std::unique_ptr<http::Client> client_;

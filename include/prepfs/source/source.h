@@ -14,7 +14,7 @@
 namespace prepfs {
 
 struct SourceStat {
-  uint32_t mode = 0;       // st_mode: type and permission bits
+  uint32_t mode = 0;  // st_mode: type and permission bits
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   std::string symlink_target;  // symlinks only
@@ -54,8 +54,7 @@ class Source {
   // Reads up to len bytes at off of a regular file. Returns fewer only at end of file. Throws
   // Error(EIO) when the file no longer has the expected version, so changed bytes can never be
   // cached under the old version's key.
-  virtual size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf,
-                      size_t len) = 0;
+  virtual size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) = 0;
 
   SourceCounters& counters() { return counters_; }
 

@@ -20,10 +20,10 @@
 namespace prepfs {
 
 struct RenderConfig {
-  SampleShapes shapes;                // format, pipeline spec, max_pixels
-  transform::FastPaths fast;          // crop decode, DCT scaling (augmented/ only)
-  uint64_t seed = 0;                  // variant k of a file = f(seed, path, k)
-  unsigned cpu = 1;                   // concurrent transforms
+  SampleShapes shapes;        // format, pipeline spec, max_pixels
+  transform::FastPaths fast;  // crop decode, DCT scaling (augmented/ only)
+  uint64_t seed = 0;          // variant k of a file = f(seed, path, k)
+  unsigned cpu = 1;           // concurrent transforms
 };
 
 // A JPEG's bytes, borrowed from a cached chunk when the file is one chunk (no copy), else

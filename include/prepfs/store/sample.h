@@ -14,11 +14,11 @@ namespace prepfs {
 
 struct Sample {
   uint32_t node = 0;
-  std::string path;        // relative source path
-  FileVersion version;     // what the cache keys and source reads are checked against
+  std::string path;     // relative source path
+  FileVersion version;  // what the cache keys and source reads are checked against
   ImageDims dims;
-  bool is_sample = false;  // a JPEG within max_pixels (index/sample_shapes.h)
-  bool placed = false;     // a placement is enforced (else every fill is kept everywhere)
+  bool is_sample = false;    // a JPEG within max_pixels (index/sample_shapes.h)
+  bool placed = false;       // a placement is enforced (else every fill is kept everywhere)
   std::optional<Slot> slot;  // where the placement keeps this sample, if anywhere
 };
 

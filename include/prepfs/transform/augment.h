@@ -35,14 +35,14 @@
 namespace prepfs::transform {
 
 struct FastPaths {
-    bool crop_decode = false;
-    bool dct_scale = false;
-    double dct_min_ratio = 2.0;
+  bool crop_decode = false;
+  bool dct_scale = false;
+  double dct_min_ratio = 2.0;
 };
 
 struct AugmentOptions {
-    DecodeLimits limits;
-    FastPaths fast;
+  DecodeLimits limits;
+  FastPaths fast;
 };
 
 // Decode + augment. Throws DecodeError (EIO) for bad input, including a pipeline whose

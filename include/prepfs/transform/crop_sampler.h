@@ -19,18 +19,18 @@ namespace prepfs::transform {
 
 // torchvision's (i, j, h, w): top row, left column, height, width.
 struct CropBox {
-    int top = 0;
-    int left = 0;
-    int height = 0;
-    int width = 0;
-    friend bool operator==(const CropBox&, const CropBox&) = default;
+  int top = 0;
+  int left = 0;
+  int height = 0;
+  int width = 0;
+  friend bool operator==(const CropBox&, const CropBox&) = default;
 };
 
 struct RrcParams {
-    double scale_lo = 0.08;
-    double scale_hi = 1.0;
-    double ratio_lo = 3.0 / 4.0;
-    double ratio_hi = 4.0 / 3.0;
+  double scale_lo = 0.08;
+  double scale_hi = 1.0;
+  double ratio_lo = 3.0 / 4.0;
+  double ratio_hi = 4.0 / 3.0;
 };
 
 CropBox sample_rrc_box(int width, int height, const RrcParams& p, RandomSource& rs);
@@ -41,19 +41,19 @@ double round_half_even(double v);
 // torchvision F.center_crop: where the crop starts in the source, possibly negative (the source
 // is zero-padded where the crop extends beyond it).
 struct CenterCrop {
-    int top = 0;   // source row of output row 0
-    int left = 0;  // source column of output column 0
-    int height = 0;
-    int width = 0;
+  int top = 0;   // source row of output row 0
+  int left = 0;  // source column of output column 0
+  int height = 0;
+  int width = 0;
 };
 CenterCrop center_crop_geometry(int width, int height, int crop_h, int crop_w);
 
 // torchvision Resize(N) on a W x H image: the shorter side becomes N, the longer
 // int(N * long / short). Returns {out_w, out_h}.
 struct Size {
-    int width = 0;
-    int height = 0;
-    friend bool operator==(const Size&, const Size&) = default;
+  int width = 0;
+  int height = 0;
+  friend bool operator==(const Size&, const Size&) = default;
 };
 Size resize_shorter_size(int width, int height, int shorter);
 

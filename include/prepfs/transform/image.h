@@ -14,34 +14,31 @@ namespace prepfs::transform {
 inline constexpr int kChannels = 3;
 
 struct ImageView {
-    const std::uint8_t* data = nullptr;
-    int width = 0;
-    int height = 0;
-    std::ptrdiff_t stride = 0;  // bytes from one row to the next
+  const std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  std::ptrdiff_t stride = 0;  // bytes from one row to the next
 
-    const std::uint8_t* row(int y) const { return data + static_cast<std::ptrdiff_t>(y) * stride; }
-    // Sub-rectangle; the caller guarantees it lies inside this view.
-    ImageView sub(int x, int y, int w, int h) const {
-        return ImageView{row(y) + static_cast<std::ptrdiff_t>(x) * kChannels, w, h, stride};
-    }
+  const std::uint8_t* row(int y) const { return data + static_cast<std::ptrdiff_t>(y) * stride; }
+  // Sub-rectangle; the caller guarantees it lies inside this view.
+  ImageView sub(int x, int y, int w, int h) const {
+    return ImageView{row(y) + static_cast<std::ptrdiff_t>(x) * kChannels, w, h, stride};
+  }
 };
 
 struct Image {
-    int width = 0;
-    int height = 0;
-    std::vector<std::uint8_t> pixels;  // width * height * 3 bytes, tightly packed
+  int width = 0;
+  int height = 0;
+  std::vector<std::uint8_t> pixels;  // width * height * 3 bytes, tightly packed
 
-    Image() = default;
-    Image(int w, int h)
-        : width(w), height(h),
-          pixels(static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * kChannels) {}
+  Image() = default;
+  Image(int w, int h)
+      : width(w), height(h), pixels(static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * kChannels) {}
 
-    std::ptrdiff_t stride() const { return static_cast<std::ptrdiff_t>(width) * kChannels; }
-    std::uint8_t* row(int y) { return pixels.data() + static_cast<std::ptrdiff_t>(y) * stride(); }
-    const std::uint8_t* row(int y) const {
-        return pixels.data() + static_cast<std::ptrdiff_t>(y) * stride();
-    }
-    ImageView view() const { return ImageView{pixels.data(), width, height, stride()}; }
+  std::ptrdiff_t stride() const { return static_cast<std::ptrdiff_t>(width) * kChannels; }
+  std::uint8_t* row(int y) { return pixels.data() + static_cast<std::ptrdiff_t>(y) * stride(); }
+  const std::uint8_t* row(int y) const { return pixels.data() + static_cast<std::ptrdiff_t>(y) * stride(); }
+  ImageView view() const { return ImageView{pixels.data(), width, height, stride()}; }
 };
 
 // Copies a view into a tightly packed image.

@@ -36,64 +36,63 @@ inline constexpr std::uint64_t kDefaultMaxPixels = 100'000'000;
 inline constexpr int kDefaultMaxScans = 500;
 
 struct DecodeLimits {
-    std::uint64_t max_pixels = kDefaultMaxPixels;
-    int max_scans = kDefaultMaxScans;
+  std::uint64_t max_pixels = kDefaultMaxPixels;
+  int max_scans = kDefaultMaxScans;
 };
 
 struct Rect {
-    int x = 0;
-    int y = 0;
-    int width = 0;
-    int height = 0;
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
 };
 
 // Pixels of a rectangle of the (possibly scaled) frame: image(0, 0) is frame pixel (x, y).
 struct DecodedRegion {
-    Image image;
-    int x = 0;
-    int y = 0;
-    int frame_width = 0;   // the scaled frame, i.e. ceil(width * scale / 8)
-    int frame_height = 0;
+  Image image;
+  int x = 0;
+  int y = 0;
+  int frame_width = 0;  // the scaled frame, i.e. ceil(width * scale / 8)
+  int frame_height = 0;
 };
 
 // One decode of one JPEG held in memory. Not copyable; use it from one thread at a time (any
 // number of readers may run in parallel: there is no shared state).
 class JpegReader {
-public:
-    // Reads the headers. Throws DecodeError: kNotJpeg, kCorrupt, kTruncated, kUnsupported,
-    // kTooLarge (more than limits.max_pixels pixels; checked before any allocation).
-    explicit JpegReader(std::span<const std::uint8_t> data, const DecodeLimits& limits = {});
-    ~JpegReader();
-    JpegReader(const JpegReader&) = delete;
-    JpegReader& operator=(const JpegReader&) = delete;
+ public:
+  // Reads the headers. Throws DecodeError: kNotJpeg, kCorrupt, kTruncated, kUnsupported,
+  // kTooLarge (more than limits.max_pixels pixels; checked before any allocation).
+  explicit JpegReader(std::span<const std::uint8_t> data, const DecodeLimits& limits = {});
+  ~JpegReader();
+  JpegReader(const JpegReader&) = delete;
+  JpegReader& operator=(const JpegReader&) = delete;
 
-    int width() const noexcept;
-    int height() const noexcept;
-    int components() const noexcept;
+  int width() const noexcept;
+  int height() const noexcept;
+  int components() const noexcept;
 
-    // Frame size when decoded at scale_eighths / 8 (1..8); libjpeg rounds up.
-    std::pair<int, int> scaled_size(int scale_eighths) const;
+  // Frame size when decoded at scale_eighths / 8 (1..8); libjpeg rounds up.
+  std::pair<int, int> scaled_size(int scale_eighths) const;
 
-    // Decodes (once per reader). scale_eighths = 8 and no region is the exact, PIL-equal path.
-    // With a region (in scaled-frame coordinates, clipped to the frame) the result covers at
-    // least that region; it may be larger because libjpeg works in whole iMCUs. Pixels inside the
-    // region are those of a full decode at the same scale: a margin of one iMCU is decoded around
-    // it so that fancy upsampling sees the same neighbours (tested in test_jpeg_decode_pil).
-    // A partial decode does not read the entropy data after the last needed row; it checks instead
-    // that the file has an EOI marker after its first scan, so truncated files still fail.
-    DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt);
+  // Decodes (once per reader). scale_eighths = 8 and no region is the exact, PIL-equal path.
+  // With a region (in scaled-frame coordinates, clipped to the frame) the result covers at
+  // least that region; it may be larger because libjpeg works in whole iMCUs. Pixels inside the
+  // region are those of a full decode at the same scale: a margin of one iMCU is decoded around
+  // it so that fancy upsampling sees the same neighbours (tested in test_jpeg_decode_pil).
+  // A partial decode does not read the entropy data after the last needed row; it checks instead
+  // that the file has an EOI marker after its first scan, so truncated files still fail.
+  DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt);
 
-    // The exact full-size decode, written straight into rgb (at least width*height*3 bytes,
-    // rows packed): lets the decoded/ view write pixels into its output file buffer, after the
-    // PPM/NPY header, without an intermediate image. Same once-per-reader rule.
-    void decode_into(std::span<std::uint8_t> rgb);
+  // The exact full-size decode, written straight into rgb (at least width*height*3 bytes,
+  // rows packed): lets the decoded/ view write pixels into its output file buffer, after the
+  // PPM/NPY header, without an intermediate image. Same once-per-reader rule.
+  void decode_into(std::span<std::uint8_t> rgb);
 
-    struct State;  // libjpeg state; opaque (defined in jpeg_decode.cc)
+  struct State;  // libjpeg state; opaque (defined in jpeg_decode.cc)
 
-private:
-    DecodedRegion decode_impl(int scale_eighths, std::optional<Rect> region,
-                              std::span<std::uint8_t> dest);
-    std::unique_ptr<State> s_;
+ private:
+  DecodedRegion decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest);
+  std::unique_ptr<State> s_;
 };
 
 // Exact decode of a whole JPEG: equal to PIL's Image.open(f).convert('RGB').

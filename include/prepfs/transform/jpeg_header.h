@@ -27,28 +27,28 @@ inline constexpr std::size_t kHeaderProbeBytes = 16 * 1024;
 bool looks_like_jpeg(std::span<const std::uint8_t> prefix) noexcept;
 
 struct JpegInfo {
-    std::uint32_t width = 0;
-    std::uint32_t height = 0;
-    int components = 0;        // 1 (gray), 3 (YCbCr or RGB), 4 (CMYK or YCCK)
-    bool progressive = false;  // SOF2 / SOF10
-    std::uint8_t sof_marker = 0;
-    std::size_t sos_offset = 0;  // offset of the first SOS marker (FF DA)
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  int components = 0;        // 1 (gray), 3 (YCbCr or RGB), 4 (CMYK or YCCK)
+  bool progressive = false;  // SOF2 / SOF10
+  std::uint8_t sof_marker = 0;
+  std::size_t sos_offset = 0;  // offset of the first SOS marker (FF DA)
 
-    std::uint64_t pixels() const { return std::uint64_t{width} * height; }
+  std::uint64_t pixels() const { return std::uint64_t{width} * height; }
 };
 
 struct HeaderResult {
-    enum class Status {
-        kOk,
-        kNeedMore,     // the prefix ended before the first SOS; read at least need_bytes
-        kNotJpeg,      // no SOI
-        kCorrupt,      // malformed segment structure
-        kUnsupported,  // well-formed, but not an image PIL + libjpeg-turbo 2.1 would decode
-    };
-    Status status = Status::kCorrupt;
-    JpegInfo info;
-    std::size_t need_bytes = 0;  // for kNeedMore: a prefix of at least this length is needed
-    std::string message;         // for the error statuses
+  enum class Status {
+    kOk,
+    kNeedMore,     // the prefix ended before the first SOS; read at least need_bytes
+    kNotJpeg,      // no SOI
+    kCorrupt,      // malformed segment structure
+    kUnsupported,  // well-formed, but not an image PIL + libjpeg-turbo 2.1 would decode
+  };
+  Status status = Status::kCorrupt;
+  JpegInfo info;
+  std::size_t need_bytes = 0;  // for kNeedMore: a prefix of at least this length is needed
+  std::string message;         // for the error statuses
 };
 
 // Parses the header segments of a JPEG prefix. `complete` says the prefix is the whole file, in

@@ -38,37 +38,37 @@ inline constexpr std::uint32_t kTransformVersion = 1;
 inline constexpr int kMaxSpecSide = 16384;
 
 struct RrcOp {
-    Size size;
-    RrcParams params;
+  Size size;
+  RrcParams params;
 };
 struct ResizeOp {
-    int shorter = 0;  // > 0: the shorter side becomes this; 0: exact `size`
-    Size size;
+  int shorter = 0;  // > 0: the shorter side becomes this; 0: exact `size`
+  Size size;
 };
 struct CenterCropOp {
-    Size size;
+  Size size;
 };
 struct HflipOp {
-    double p = 0.5;
+  double p = 0.5;
 };
 using Op = std::variant<RrcOp, ResizeOp, CenterCropOp, HflipOp>;
 
 class PipelineSpec {
-public:
-    // Throws SpecError (EINVAL) with the offset of the problem and what was expected.
-    static PipelineSpec parse(std::string_view text);
+ public:
+  // Throws SpecError (EINVAL) with the offset of the problem and what was expected.
+  static PipelineSpec parse(std::string_view text);
 
-    const std::vector<Op>& ops() const { return ops_; }
-    const std::string& canonical() const { return canonical_; }
-    std::uint64_t hash() const { return hash_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  const std::string& canonical() const { return canonical_; }
+  std::uint64_t hash() const { return hash_; }
 
-    // Output size for a width x height source.
-    Size output_size(int width, int height) const;
+  // Output size for a width x height source.
+  Size output_size(int width, int height) const;
 
-private:
-    std::vector<Op> ops_;
-    std::string canonical_;
-    std::uint64_t hash_ = 0;
+ private:
+  std::vector<Op> ops_;
+  std::string canonical_;
+  std::uint64_t hash_ = 0;
 };
 
 // Canonical text of an op list (used by parse; exposed for tests and logging).

@@ -24,13 +24,12 @@ std::uint64_t augmented_file_size(const JpegInfo& info, const PipelineSpec& spec
 
 // Writes header + exact pixels into out (at least decoded_file_size() bytes), decoding straight
 // into it; returns the number of bytes written. Throws DecodeError (EIO) for bad input.
-std::size_t render_decoded(std::span<const std::uint8_t> jpeg, OutputFormat f,
-                           std::span<std::uint8_t> out, const DecodeLimits& limits = {});
+std::size_t render_decoded(std::span<const std::uint8_t> jpeg, OutputFormat f, std::span<std::uint8_t> out,
+                           const DecodeLimits& limits = {});
 std::vector<std::uint8_t> render_decoded(std::span<const std::uint8_t> jpeg, OutputFormat f,
                                          const DecodeLimits& limits = {});
 
-std::vector<std::uint8_t> render_augmented(std::span<const std::uint8_t> jpeg,
-                                           const PipelineSpec& spec, RandomSource& rs,
-                                           OutputFormat f, const AugmentOptions& opts = {});
+std::vector<std::uint8_t> render_augmented(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec,
+                                           RandomSource& rs, OutputFormat f, const AugmentOptions& opts = {});
 
 }  // namespace prepfs::transform

@@ -19,7 +19,7 @@
 namespace prepfs::transform {
 
 struct BoxF {
-    double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // in source pixels; x1/y1 exclusive
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // in source pixels; x1/y1 exclusive
 };
 
 // Bilinear (antialiased when shrinking) resize of the whole view to out_w x out_h.

@@ -18,27 +18,27 @@
 namespace prepfs::transform {
 
 class RandomSource {
-public:
-    virtual ~RandomSource() = default;
-    // Uniform in [lo, hi).
-    virtual double uniform(double lo, double hi) = 0;
-    // Uniform integer in [lo, hi); requires lo < hi (torch.randint(lo, hi) semantics).
-    virtual std::int64_t randint(std::int64_t lo, std::int64_t hi) = 0;
+ public:
+  virtual ~RandomSource() = default;
+  // Uniform in [lo, hi).
+  virtual double uniform(double lo, double hi) = 0;
+  // Uniform integer in [lo, hi); requires lo < hi (torch.randint(lo, hi) semantics).
+  virtual std::int64_t randint(std::int64_t lo, std::int64_t hi) = 0;
 };
 
 class Rng final : public RandomSource {
-public:
-    explicit Rng(std::uint64_t seed) noexcept;
-    // The generator of variant `variant` of the file at `path` under the mount's `seed`.
-    static Rng for_variant(std::uint64_t seed, std::string_view path, std::uint64_t variant) noexcept;
+ public:
+  explicit Rng(std::uint64_t seed) noexcept;
+  // The generator of variant `variant` of the file at `path` under the mount's `seed`.
+  static Rng for_variant(std::uint64_t seed, std::string_view path, std::uint64_t variant) noexcept;
 
-    std::uint64_t next() noexcept;   // 64 random bits
-    double uniform01() noexcept;     // [0, 1) with 53 random bits
-    double uniform(double lo, double hi) override;
-    std::int64_t randint(std::int64_t lo, std::int64_t hi) override;
+  std::uint64_t next() noexcept;  // 64 random bits
+  double uniform01() noexcept;    // [0, 1) with 53 random bits
+  double uniform(double lo, double hi) override;
+  std::int64_t randint(std::int64_t lo, std::int64_t hi) override;
 
-private:
-    std::uint64_t s_[4];
+ private:
+  std::uint64_t s_[4];
 };
 
 }  // namespace prepfs::transform

@@ -20,81 +20,79 @@ using testing::synthetic_samples;
 using Bytes = std::vector<std::uint8_t>;
 
 Bytes make(int w, int h, int comps = 3, EncodeParams p = {}) {
-    return encode_jpeg(synthetic_samples(w, h, comps, 9), w, h, comps, p);
+  return encode_jpeg(synthetic_samples(w, h, comps, 9), w, h, comps, p);
 }
 
 Image run(const Bytes& j, const PipelineSpec& s, std::uint64_t variant, const FastPaths& f = {}) {
-    Rng rng = Rng::for_variant(99, "a/b.jpg", variant);
-    AugmentOptions o;
-    o.fast = f;
-    return augment_jpeg(j, s, rng, o);
+  Rng rng = Rng::for_variant(99, "a/b.jpg", variant);
+  AugmentOptions o;
+  o.fast = f;
+  return augment_jpeg(j, s, rng, o);
 }
 
 TEST(Augment, VariantsAreReproducibleAndDiffer) {
-    const Bytes j = make(320, 240);
-    const PipelineSpec s = PipelineSpec::parse(kDefaultAugmentSpec);
-    const Image a = run(j, s, 0), b = run(j, s, 0), c = run(j, s, 1);
-    EXPECT_EQ(a.pixels, b.pixels);
-    EXPECT_NE(a.pixels, c.pixels);
-    EXPECT_EQ(a.width, 224);
-    EXPECT_EQ(a.height, 224);
+  const Bytes j = make(320, 240);
+  const PipelineSpec s = PipelineSpec::parse(kDefaultAugmentSpec);
+  const Image a = run(j, s, 0), b = run(j, s, 0), c = run(j, s, 1);
+  EXPECT_EQ(a.pixels, b.pixels);
+  EXPECT_NE(a.pixels, c.pixels);
+  EXPECT_EQ(a.width, 224);
+  EXPECT_EQ(a.height, 224);
 }
 
 TEST(Augment, ExactPathIsDecodeThenOps) {
-    const Bytes j = make(300, 200);
-    for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)",
-                             "center_crop(64x48);hflip(1)", "resize(50x20)"}) {
-        const PipelineSpec s = PipelineSpec::parse(spec);
-        Rng r1 = Rng::for_variant(1, "x", 3), r2 = Rng::for_variant(1, "x", 3);
-        const Image via_pipeline = augment_jpeg(j, s, r1);
-        const Image by_hand = apply_ops(decode_jpeg(j), s.ops(), r2);
-        EXPECT_EQ(via_pipeline.pixels, by_hand.pixels) << spec;
-    }
+  const Bytes j = make(300, 200);
+  for (const char* spec :
+       {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)", "center_crop(64x48);hflip(1)", "resize(50x20)"}) {
+    const PipelineSpec s = PipelineSpec::parse(spec);
+    Rng r1 = Rng::for_variant(1, "x", 3), r2 = Rng::for_variant(1, "x", 3);
+    const Image via_pipeline = augment_jpeg(j, s, r1);
+    const Image by_hand = apply_ops(decode_jpeg(j), s.ops(), r2);
+    EXPECT_EQ(via_pipeline.pixels, by_hand.pixels) << spec;
+  }
 }
 
 TEST(Augment, OutputSizeIsTheSpecsPrediction) {
-    for (auto [w, h] : {std::pair{300, 200}, {64, 480}, {17, 9}, {1, 1}}) {
-        const Bytes j = make(w, h);
-        for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)",
-                                 "resize(100)", "center_crop(5x300);hflip()", "rrc(32x64)"}) {
-            const PipelineSpec s = PipelineSpec::parse(spec);
-            for (const FastPaths f : {FastPaths{}, FastPaths{true, true, 2.0}}) {
-                const Image out = run(j, s, 5, f);
-                EXPECT_EQ((Size{out.width, out.height}), s.output_size(w, h))
-                    << spec << " on " << w << "x" << h;
-                EXPECT_EQ(out.pixels.size(), std::size_t(out.width) * out.height * 3);
-            }
-        }
+  for (auto [w, h] : {std::pair{300, 200}, {64, 480}, {17, 9}, {1, 1}}) {
+    const Bytes j = make(w, h);
+    for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)", "resize(100)",
+                             "center_crop(5x300);hflip()", "rrc(32x64)"}) {
+      const PipelineSpec s = PipelineSpec::parse(spec);
+      for (const FastPaths f : {FastPaths{}, FastPaths{true, true, 2.0}}) {
+        const Image out = run(j, s, 5, f);
+        EXPECT_EQ((Size{out.width, out.height}), s.output_size(w, h)) << spec << " on " << w << "x" << h;
+        EXPECT_EQ(out.pixels.size(), std::size_t(out.width) * out.height * 3);
+      }
     }
+  }
 }
 
 TEST(Augment, HflipProbabilityOneFlipsAndZeroDoesNot) {
-    const Bytes j = make(40, 30);
-    const Image plain = run(j, PipelineSpec::parse("center_crop(20)"), 0);
-    Image flipped = plain;
-    hflip(flipped);
-    EXPECT_EQ(run(j, PipelineSpec::parse("center_crop(20);hflip(1)"), 0).pixels, flipped.pixels);
-    EXPECT_EQ(run(j, PipelineSpec::parse("center_crop(20);hflip(0)"), 0).pixels, plain.pixels);
-    // p = 0.5 flips about half of the variants.
-    int flips = 0;
-    const PipelineSpec half = PipelineSpec::parse("center_crop(20);hflip(0.5)");
-    for (std::uint64_t k = 0; k < 400; ++k) flips += run(j, half, k).pixels == flipped.pixels;
-    EXPECT_GT(flips, 150);
-    EXPECT_LT(flips, 250);
+  const Bytes j = make(40, 30);
+  const Image plain = run(j, PipelineSpec::parse("center_crop(20)"), 0);
+  Image flipped = plain;
+  hflip(flipped);
+  EXPECT_EQ(run(j, PipelineSpec::parse("center_crop(20);hflip(1)"), 0).pixels, flipped.pixels);
+  EXPECT_EQ(run(j, PipelineSpec::parse("center_crop(20);hflip(0)"), 0).pixels, plain.pixels);
+  // p = 0.5 flips about half of the variants.
+  int flips = 0;
+  const PipelineSpec half = PipelineSpec::parse("center_crop(20);hflip(0.5)");
+  for (std::uint64_t k = 0; k < 400; ++k) flips += run(j, half, k).pixels == flipped.pixels;
+  EXPECT_GT(flips, 150);
+  EXPECT_LT(flips, 250);
 }
 
 // crop_decode keeps the pixels exact, for every first op it applies to.
 TEST(Augment, CropDecodeIsExact) {
-    for (const auto& j : {make(333, 251), make(250, 330, 1), make(160, 120, 4)}) {
-        for (const char* spec : {kDefaultAugmentSpec.data(), "center_crop(100x90)",
-                                 "center_crop(400);hflip()", "rrc(50,0.01,0.05)"}) {
-            const PipelineSpec s = PipelineSpec::parse(spec);
-            for (std::uint64_t k = 0; k < 20; ++k) {
-                EXPECT_EQ(run(j, s, k).pixels, run(j, s, k, FastPaths{true, false, 2.0}).pixels)
-                    << spec << " variant " << k;
-            }
-        }
+  for (const auto& j : {make(333, 251), make(250, 330, 1), make(160, 120, 4)}) {
+    for (const char* spec :
+         {kDefaultAugmentSpec.data(), "center_crop(100x90)", "center_crop(400);hflip()", "rrc(50,0.01,0.05)"}) {
+      const PipelineSpec s = PipelineSpec::parse(spec);
+      for (std::uint64_t k = 0; k < 20; ++k) {
+        EXPECT_EQ(run(j, s, k).pixels, run(j, s, k, FastPaths{true, false, 2.0}).pixels) << spec << " variant " << k;
+      }
     }
+  }
 }
 
 // DCT scaling changes pixels; "statistically equivalent" (augment.h) is checked as: identical
@@ -102,75 +100,76 @@ TEST(Augment, CropDecodeIsExact) {
 // difference over all outputs of at most 0.5 levels, no single output above 2 levels, and
 // per-output mean colour within 0.5 levels (no brightness or colour shift).
 TEST(Augment, DctScalingIsStatisticallyEquivalent) {
-    const Bytes big = make(1600, 1200);
-    const Bytes mid = make(800, 600, 3, [] {
-        EncodeParams p;
-        p.progressive = true;
-        return p;
-    }());
-    double sum_mad = 0, worst = 0, worst_mean_shift = 0;
-    int n = 0, scaled = 0;
-    for (const Bytes* j : {&big, &mid}) {
-        for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)"}) {
-            const PipelineSpec s = PipelineSpec::parse(spec);
-            for (std::uint64_t k = 0; k < 60; ++k) {
-                const Image exact = run(*j, s, k);
-                const Image fast = run(*j, s, k, FastPaths{true, true, 2.0});
-                ASSERT_EQ(fast.width, exact.width);
-                const double mad = testing::mean_abs_diff(exact, fast);
-                scaled += mad > 0;
-                sum_mad += mad;
-                worst = std::max(worst, mad);
-                for (int c = 0; c < 3; ++c) {
-                    double me = 0, mf = 0;
-                    for (std::size_t p = static_cast<std::size_t>(c); p < exact.pixels.size(); p += 3) {
-                        me += exact.pixels[p];
-                        mf += fast.pixels[p];
-                    }
-                    const double shift = std::abs(me - mf) / (exact.pixels.size() / 3.0);
-                    worst_mean_shift = std::max(worst_mean_shift, shift);
-                }
-                ++n;
-            }
+  const Bytes big = make(1600, 1200);
+  const Bytes mid = make(800, 600, 3, [] {
+    EncodeParams p;
+    p.progressive = true;
+    return p;
+  }());
+  double sum_mad = 0, worst = 0, worst_mean_shift = 0;
+  int n = 0, scaled = 0;
+  for (const Bytes* j : {&big, &mid}) {
+    for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)"}) {
+      const PipelineSpec s = PipelineSpec::parse(spec);
+      for (std::uint64_t k = 0; k < 60; ++k) {
+        const Image exact = run(*j, s, k);
+        const Image fast = run(*j, s, k, FastPaths{true, true, 2.0});
+        ASSERT_EQ(fast.width, exact.width);
+        const double mad = testing::mean_abs_diff(exact, fast);
+        scaled += mad > 0;
+        sum_mad += mad;
+        worst = std::max(worst, mad);
+        for (int c = 0; c < 3; ++c) {
+          double me = 0, mf = 0;
+          for (std::size_t p = static_cast<std::size_t>(c); p < exact.pixels.size(); p += 3) {
+            me += exact.pixels[p];
+            mf += fast.pixels[p];
+          }
+          const double shift = std::abs(me - mf) / (exact.pixels.size() / 3.0);
+          worst_mean_shift = std::max(worst_mean_shift, shift);
         }
+        ++n;
+      }
     }
-    std::printf("dct_scale vs exact over %d outputs (%d used a scaled decode): mean MAD %.3f, "
-                "worst MAD %.3f, worst mean-colour shift %.3f levels\n",
-                n, scaled, sum_mad / n, worst, worst_mean_shift);
-    EXPECT_GT(scaled, n / 4);  // the fast path really ran
-    EXPECT_LE(sum_mad / n, 0.5);
-    EXPECT_LE(worst, 2.0);
-    EXPECT_LE(worst_mean_shift, 0.5);
+  }
+  std::printf(
+      "dct_scale vs exact over %d outputs (%d used a scaled decode): mean MAD %.3f, "
+      "worst MAD %.3f, worst mean-colour shift %.3f levels\n",
+      n, scaled, sum_mad / n, worst, worst_mean_shift);
+  EXPECT_GT(scaled, n / 4);  // the fast path really ran
+  EXPECT_LE(sum_mad / n, 0.5);
+  EXPECT_LE(worst, 2.0);
+  EXPECT_LE(worst_mean_shift, 0.5);
 }
 
 TEST(Augment, PipelineKeyCoversSpecAndFastPaths) {
-    const PipelineSpec a = PipelineSpec::parse(kDefaultAugmentSpec);
-    const PipelineSpec b = PipelineSpec::parse("rrc(224)");
-    EXPECT_EQ(pipeline_key(a, {}), pipeline_key(PipelineSpec::parse("rrc(224);hflip()"), {}));
-    EXPECT_NE(pipeline_key(a, {}), pipeline_key(b, {}));
-    EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
-    EXPECT_NE(pipeline_key(a, FastPaths{false, true, 2.0}), pipeline_key(a, FastPaths{false, true, 3.0}));
-    EXPECT_NE(pipeline_key(a, {}), a.hash());  // distinct domains
+  const PipelineSpec a = PipelineSpec::parse(kDefaultAugmentSpec);
+  const PipelineSpec b = PipelineSpec::parse("rrc(224)");
+  EXPECT_EQ(pipeline_key(a, {}), pipeline_key(PipelineSpec::parse("rrc(224);hflip()"), {}));
+  EXPECT_NE(pipeline_key(a, {}), pipeline_key(b, {}));
+  EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
+  EXPECT_NE(pipeline_key(a, FastPaths{false, true, 2.0}), pipeline_key(a, FastPaths{false, true, 3.0}));
+  EXPECT_NE(pipeline_key(a, {}), a.hash());  // distinct domains
 }
 
 TEST(Augment, HugeIntermediateImagesAreRefused) {
-    const Bytes thin = make(8, 4000);
-    try {
-        run(thin, PipelineSpec::parse("resize(16384);center_crop(224)"), 0);
-        FAIL() << "16384 x 8192000 intermediate accepted";
-    } catch (const DecodeError& e) {
-        EXPECT_EQ(e.kind(), DecodeError::Kind::kTooLarge);
-    }
+  const Bytes thin = make(8, 4000);
+  try {
+    run(thin, PipelineSpec::parse("resize(16384);center_crop(224)"), 0);
+    FAIL() << "16384 x 8192000 intermediate accepted";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeError::Kind::kTooLarge);
+  }
 }
 
 TEST(Augment, BadInputIsADecodeError) {
-    const PipelineSpec s = PipelineSpec::parse(kDefaultAugmentSpec);
-    Bytes j = make(100, 80);
-    j.resize(j.size() / 2);
-    for (const FastPaths f : {FastPaths{}, FastPaths{true, true, 2.0}}) {
-        EXPECT_THROW(run(j, s, 0, f), DecodeError);
-        EXPECT_THROW(run(Bytes{1, 2, 3}, s, 0, f), DecodeError);
-    }
+  const PipelineSpec s = PipelineSpec::parse(kDefaultAugmentSpec);
+  Bytes j = make(100, 80);
+  j.resize(j.size() / 2);
+  for (const FastPaths f : {FastPaths{}, FastPaths{true, true, 2.0}}) {
+    EXPECT_THROW(run(j, s, 0, f), DecodeError);
+    EXPECT_THROW(run(Bytes{1, 2, 3}, s, 0, f), DecodeError);
+  }
 }
 
 }  // namespace

@@ -8,40 +8,40 @@ namespace prepfs::transform {
 namespace {
 
 TEST(Ops, HflipMirrorsEachRow) {
-    Image img(3, 2);
-    for (std::size_t k = 0; k < img.pixels.size(); ++k) img.pixels[k] = static_cast<std::uint8_t>(k);
-    hflip(img);
-    // Row 0 was pixels (0,1,2) (3,4,5) (6,7,8); mirrored: (6,7,8) (3,4,5) (0,1,2).
-    EXPECT_EQ(img.pixels, (std::vector<std::uint8_t>{6, 7, 8, 3, 4, 5, 0, 1, 2,  //
-                                                      15, 16, 17, 12, 13, 14, 9, 10, 11}));
-    hflip(img);
-    for (std::size_t k = 0; k < img.pixels.size(); ++k) EXPECT_EQ(img.pixels[k], k);
-    Image one(1, 1);
-    one.pixels = {1, 2, 3};
-    hflip(one);
-    EXPECT_EQ(one.pixels, (std::vector<std::uint8_t>{1, 2, 3}));
+  Image img(3, 2);
+  for (std::size_t k = 0; k < img.pixels.size(); ++k) img.pixels[k] = static_cast<std::uint8_t>(k);
+  hflip(img);
+  // Row 0 was pixels (0,1,2) (3,4,5) (6,7,8); mirrored: (6,7,8) (3,4,5) (0,1,2).
+  EXPECT_EQ(img.pixels, (std::vector<std::uint8_t>{6, 7, 8, 3, 4, 5, 0, 1, 2,  //
+                                                   15, 16, 17, 12, 13, 14, 9, 10, 11}));
+  hflip(img);
+  for (std::size_t k = 0; k < img.pixels.size(); ++k) EXPECT_EQ(img.pixels[k], k);
+  Image one(1, 1);
+  one.pixels = {1, 2, 3};
+  hflip(one);
+  EXPECT_EQ(one.pixels, (std::vector<std::uint8_t>{1, 2, 3}));
 }
 
 TEST(Ops, CropPaddedCopiesInsideAndZeroFillsOutside) {
-    const Image src = testing::synthetic_image(10, 8, 3);
-    // Fully inside: equals the sub-view.
-    const Image in = crop_padded(src.view(), CenterCrop{2, 3, 4, 5});
-    EXPECT_EQ(in.pixels, copy_image(src.view().sub(3, 2, 5, 4)).pixels);
-    // Extends one row above and two columns left of the source.
-    const Image out = crop_padded(src.view(), CenterCrop{-1, -2, 3, 4});
-    ASSERT_EQ(out.width, 4);
-    ASSERT_EQ(out.height, 3);
-    for (int x = 0; x < 4; ++x) {
-        for (int c = 0; c < 3; ++c) EXPECT_EQ(out.row(0)[3 * x + c], 0);
-    }
-    for (int y = 1; y < 3; ++y) {
-        for (int c = 0; c < 6; ++c) EXPECT_EQ(out.row(y)[c], 0);  // columns 0, 1
-        EXPECT_EQ(std::vector<std::uint8_t>(out.row(y) + 6, out.row(y) + 12),
-                  std::vector<std::uint8_t>(src.row(y - 1), src.row(y - 1) + 6));
-    }
-    // Entirely outside: all zeros.
-    const Image none = crop_padded(src.view(), CenterCrop{20, 20, 2, 2});
-    for (auto v : none.pixels) EXPECT_EQ(v, 0);
+  const Image src = testing::synthetic_image(10, 8, 3);
+  // Fully inside: equals the sub-view.
+  const Image in = crop_padded(src.view(), CenterCrop{2, 3, 4, 5});
+  EXPECT_EQ(in.pixels, copy_image(src.view().sub(3, 2, 5, 4)).pixels);
+  // Extends one row above and two columns left of the source.
+  const Image out = crop_padded(src.view(), CenterCrop{-1, -2, 3, 4});
+  ASSERT_EQ(out.width, 4);
+  ASSERT_EQ(out.height, 3);
+  for (int x = 0; x < 4; ++x) {
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(out.row(0)[3 * x + c], 0);
+  }
+  for (int y = 1; y < 3; ++y) {
+    for (int c = 0; c < 6; ++c) EXPECT_EQ(out.row(y)[c], 0);  // columns 0, 1
+    EXPECT_EQ(std::vector<std::uint8_t>(out.row(y) + 6, out.row(y) + 12),
+              std::vector<std::uint8_t>(src.row(y - 1), src.row(y - 1) + 6));
+  }
+  // Entirely outside: all zeros.
+  const Image none = crop_padded(src.view(), CenterCrop{20, 20, 2, 2});
+  for (auto v : none.pixels) EXPECT_EQ(v, 0);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +25,6 @@
 #include <map>
 #include <random>
 #include <sstream>
-#include <sys/wait.h>
 
 namespace prepfs::transform {
 namespace {
@@ -32,338 +32,336 @@ namespace {
 using namespace testing;  // NOLINT: the test helpers
 
 std::string fixtures_dir() {
-    const char* d = std::getenv("PREPFS_XF_FIXTURES");
-    return d ? d : "";
+  const char* d = std::getenv("PREPFS_XF_FIXTURES");
+  return d ? d : "";
 }
 
-#define REQUIRE_FIXTURES()                                                                  \
-    const std::string dir = fixtures_dir();                                                 \
-    if (dir.empty()) {                                                                      \
-        FAIL() << "PREPFS_XF_FIXTURES is not set: run this through pil_reference.py (meson " \
-                  "test transform_pil / transform_torchvision)";                            \
-    }
+#define REQUIRE_FIXTURES()                                                               \
+  const std::string dir = fixtures_dir();                                                \
+  if (dir.empty()) {                                                                     \
+    FAIL() << "PREPFS_XF_FIXTURES is not set: run this through pil_reference.py (meson " \
+              "test transform_pil / transform_torchvision)";                             \
+  }
 
 std::vector<std::vector<std::string>> manifest(const std::string& dir, const char* name) {
-    std::ifstream f(dir + "/" + name);
-    std::vector<std::vector<std::string>> lines;
-    std::string line;
-    while (std::getline(f, line)) {
-        const std::size_t hash = line.find('#');
-        if (hash != std::string::npos) line.resize(hash);
-        std::istringstream is(line);
-        std::vector<std::string> toks;
-        for (std::string t; is >> t;) toks.push_back(t);
-        if (!toks.empty()) lines.push_back(std::move(toks));
-    }
-    return lines;
+  std::ifstream f(dir + "/" + name);
+  std::vector<std::vector<std::string>> lines;
+  std::string line;
+  while (std::getline(f, line)) {
+    const std::size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream is(line);
+    std::vector<std::string> toks;
+    for (std::string t; is >> t;) toks.push_back(t);
+    if (!toks.empty()) lines.push_back(std::move(toks));
+  }
+  return lines;
 }
 
 std::vector<std::uint8_t> jpeg_of(const std::string& dir, const std::string& name) {
-    return read_file(dir + "/" + name + ".jpg");
+  return read_file(dir + "/" + name + ".jpg");
 }
 
 // Index of the first differing byte, for failure messages.
 std::string first_diff(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
-    if (a.size() != b.size()) {
-        return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
-    }
-    std::size_t n = 0, first = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        if (a[i] != b[i] && n++ == 0) first = i;
-    }
-    if (n == 0) return "equal";
-    return std::to_string(n) + " bytes differ, first at " + std::to_string(first) + " (" +
-           std::to_string(a[first]) + " vs " + std::to_string(b[first]) + ")";
+  if (a.size() != b.size()) {
+    return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+  }
+  std::size_t n = 0, first = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && n++ == 0) first = i;
+  }
+  if (n == 0) return "equal";
+  return std::to_string(n) + " bytes differ, first at " + std::to_string(first) + " (" + std::to_string(a[first]) +
+         " vs " + std::to_string(b[first]) + ")";
 }
 
 // ------------------------------------------------------------------------------------ decode
 
 TEST(PilReference, DecodeEqualsPilForEveryFixtureAndErrorsWhenPilDoes) {
-    REQUIRE_FIXTURES();
-    int decoded = 0, errors = 0;
-    for (const auto& t : manifest(dir, "MANIFEST")) {
-        if (t[0] == "decode") {
-            SCOPED_TRACE(t[1]);
-            const auto data = jpeg_of(dir, t[1]);
-            Image img;
-            try {
-                img = decode_jpeg(data);
-            } catch (const DecodeError& e) {
-                ADD_FAILURE() << t[1] << ": PIL decodes it but we fail: " << e.what();
-                continue;
-            }
-            EXPECT_EQ(img.width, std::stoi(t[2]));
-            EXPECT_EQ(img.height, std::stoi(t[3]));
-            const auto ref = read_file(dir + "/" + t[1] + ".rgb");
-            EXPECT_TRUE(img.pixels == ref) << t[1] << ": " << first_diff(img.pixels, ref);
-            ++decoded;
-        } else if (t[0] == "error") {
-            SCOPED_TRACE(t[1]);
-            const auto data = jpeg_of(dir, t[1]);
-            try {
-                const Image img = decode_jpeg(data);
-                ADD_FAILURE() << t[1] << ": PIL raises but we decoded " << img.width << "x"
-                              << img.height;
-            } catch (const DecodeError& e) {
-                EXPECT_EQ(e.err(), EIO);
-            }
-            ++errors;
-        }
+  REQUIRE_FIXTURES();
+  int decoded = 0, errors = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] == "decode") {
+      SCOPED_TRACE(t[1]);
+      const auto data = jpeg_of(dir, t[1]);
+      Image img;
+      try {
+        img = decode_jpeg(data);
+      } catch (const DecodeError& e) {
+        ADD_FAILURE() << t[1] << ": PIL decodes it but we fail: " << e.what();
+        continue;
+      }
+      EXPECT_EQ(img.width, std::stoi(t[2]));
+      EXPECT_EQ(img.height, std::stoi(t[3]));
+      const auto ref = read_file(dir + "/" + t[1] + ".rgb");
+      EXPECT_TRUE(img.pixels == ref) << t[1] << ": " << first_diff(img.pixels, ref);
+      ++decoded;
+    } else if (t[0] == "error") {
+      SCOPED_TRACE(t[1]);
+      const auto data = jpeg_of(dir, t[1]);
+      try {
+        const Image img = decode_jpeg(data);
+        ADD_FAILURE() << t[1] << ": PIL raises but we decoded " << img.width << "x" << img.height;
+      } catch (const DecodeError& e) {
+        EXPECT_EQ(e.err(), EIO);
+      }
+      ++errors;
     }
-    EXPECT_GE(decoded, 40);  // the manifest really was read
-    EXPECT_GE(errors, 30);
-    std::printf("decode vs PIL: %d images byte-identical, %d PIL errors matched\n", decoded,
-                errors);
+  }
+  EXPECT_GE(decoded, 40);  // the manifest really was read
+  EXPECT_GE(errors, 30);
+  std::printf("decode vs PIL: %d images byte-identical, %d PIL errors matched\n", decoded, errors);
 }
 
 TEST(PilReference, HeaderDimensionsFromAPrefixMatchPil) {
-    REQUIRE_FIXTURES();
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST")) {
-        if (t[0] != "decode") continue;
-        const auto data = jpeg_of(dir, t[1]);
-        std::size_t len = std::min<std::size_t>(data.size(), 512);  // start small on purpose
-        HeaderResult r;
-        for (;;) {
-            r = parse_jpeg_header(std::span(data.data(), len), len == data.size());
-            if (r.status != HeaderResult::Status::kNeedMore) break;
-            ASSERT_GT(r.need_bytes, len) << t[1];
-            len = std::min(data.size(), r.need_bytes);
-        }
-        ASSERT_EQ(r.status, HeaderResult::Status::kOk) << t[1] << ": " << r.message;
-        EXPECT_EQ(r.info.width, std::stoul(t[2])) << t[1];
-        EXPECT_EQ(r.info.height, std::stoul(t[3])) << t[1];
-        ++n;
+  REQUIRE_FIXTURES();
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] != "decode") continue;
+    const auto data = jpeg_of(dir, t[1]);
+    std::size_t len = std::min<std::size_t>(data.size(), 512);  // start small on purpose
+    HeaderResult r;
+    for (;;) {
+      r = parse_jpeg_header(std::span(data.data(), len), len == data.size());
+      if (r.status != HeaderResult::Status::kNeedMore) break;
+      ASSERT_GT(r.need_bytes, len) << t[1];
+      len = std::min(data.size(), r.need_bytes);
     }
-    EXPECT_GE(n, 40);
+    ASSERT_EQ(r.status, HeaderResult::Status::kOk) << t[1] << ": " << r.message;
+    EXPECT_EQ(r.info.width, std::stoul(t[2])) << t[1];
+    EXPECT_EQ(r.info.height, std::stoul(t[3])) << t[1];
+    ++n;
+  }
+  EXPECT_GE(n, 40);
 }
 
 // JPEG flavours PIL cannot write: made here with libjpeg, decoded by PIL through the script.
 TEST(PilReference, LibjpegMadeVariantsEqualPil) {
-    REQUIRE_FIXTURES();
-    const char* py = std::getenv("PREPFS_XF_PYTHON");
-    const char* script = std::getenv("PREPFS_XF_REF_SCRIPT");
-    ASSERT_TRUE(py && script);
-    struct Case {
-        const char* name;
-        int w, h, comps;
-        EncodeParams p;
-    };
-    std::vector<Case> cases;
-    const auto add = [&](const char* n, int w, int h, int comps, auto tweak) {
-        EncodeParams p;
-        tweak(p);
-        cases.push_back({n, w, h, comps, p});
-    };
-    add("ycck", 123, 77, 4, [](EncodeParams& p) { p.jpeg_space = "ycck"; });
-    add("ycck_progressive", 64, 48, 4, [](EncodeParams& p) {
-        p.jpeg_space = "ycck";
-        p.progressive = true;
-    });
-    add("cmyk_plain", 50, 41, 4, [](EncodeParams& p) { p.jpeg_space = "cmyk"; });
-    add("rgb_space", 99, 70, 3, [](EncodeParams& p) { p.jpeg_space = "rgb"; });
-    add("arith", 130, 90, 3, [](EncodeParams& p) { p.arithmetic = true; });
-    add("arith_progressive", 130, 90, 3, [](EncodeParams& p) {
-        p.arithmetic = true;
-        p.progressive = true;
-    });
-    add("restart", 211, 133, 3, [](EncodeParams& p) { p.restart_rows = 1; });
-    add("h1v2", 101, 67, 3, [](EncodeParams& p) { p.h_samp = 1; p.v_samp = 2; });
-    add("h4v1", 101, 67, 3, [](EncodeParams& p) { p.h_samp = 4; p.v_samp = 1; });
-    add("h2v1_progressive", 90, 90, 3, [](EncodeParams& p) {
-        p.h_samp = 2;
-        p.v_samp = 1;
-        p.progressive = true;
-    });
-    add("gray_restart", 80, 80, 1, [](EncodeParams& p) { p.restart_rows = 2; });
-    for (const Case& c : cases) {
-        SCOPED_TRACE(c.name);
-        const auto jpeg = encode_jpeg(synthetic_samples(c.w, c.h, c.comps, 7), c.w, c.h,
-                                      c.comps, c.p);
-        const std::string in = dir + "/cc_" + c.name + ".jpg";
-        const std::string out = dir + "/cc_" + c.name + ".rgb";
-        write_file(in, jpeg);
-        const std::string cmd =
-            std::string(py) + " '" + script + "' decode '" + in + "' '" + out + "'";
-        const int rc = std::system(cmd.c_str());
-        ASSERT_TRUE(WIFEXITED(rc)) << cmd;
-        ASSERT_EQ(WEXITSTATUS(rc), 0) << "PIL could not decode " << c.name;
-        const Image img = decode_jpeg(jpeg);
-        const auto ref = read_file(out);
-        EXPECT_TRUE(img.pixels == ref) << c.name << ": " << first_diff(img.pixels, ref);
-    }
+  REQUIRE_FIXTURES();
+  const char* py = std::getenv("PREPFS_XF_PYTHON");
+  const char* script = std::getenv("PREPFS_XF_REF_SCRIPT");
+  ASSERT_TRUE(py && script);
+  struct Case {
+    const char* name;
+    int w, h, comps;
+    EncodeParams p;
+  };
+  std::vector<Case> cases;
+  const auto add = [&](const char* n, int w, int h, int comps, auto tweak) {
+    EncodeParams p;
+    tweak(p);
+    cases.push_back({n, w, h, comps, p});
+  };
+  add("ycck", 123, 77, 4, [](EncodeParams& p) { p.jpeg_space = "ycck"; });
+  add("ycck_progressive", 64, 48, 4, [](EncodeParams& p) {
+    p.jpeg_space = "ycck";
+    p.progressive = true;
+  });
+  add("cmyk_plain", 50, 41, 4, [](EncodeParams& p) { p.jpeg_space = "cmyk"; });
+  add("rgb_space", 99, 70, 3, [](EncodeParams& p) { p.jpeg_space = "rgb"; });
+  add("arith", 130, 90, 3, [](EncodeParams& p) { p.arithmetic = true; });
+  add("arith_progressive", 130, 90, 3, [](EncodeParams& p) {
+    p.arithmetic = true;
+    p.progressive = true;
+  });
+  add("restart", 211, 133, 3, [](EncodeParams& p) { p.restart_rows = 1; });
+  add("h1v2", 101, 67, 3, [](EncodeParams& p) {
+    p.h_samp = 1;
+    p.v_samp = 2;
+  });
+  add("h4v1", 101, 67, 3, [](EncodeParams& p) {
+    p.h_samp = 4;
+    p.v_samp = 1;
+  });
+  add("h2v1_progressive", 90, 90, 3, [](EncodeParams& p) {
+    p.h_samp = 2;
+    p.v_samp = 1;
+    p.progressive = true;
+  });
+  add("gray_restart", 80, 80, 1, [](EncodeParams& p) { p.restart_rows = 2; });
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto jpeg = encode_jpeg(synthetic_samples(c.w, c.h, c.comps, 7), c.w, c.h, c.comps, c.p);
+    const std::string in = dir + "/cc_" + c.name + ".jpg";
+    const std::string out = dir + "/cc_" + c.name + ".rgb";
+    write_file(in, jpeg);
+    const std::string cmd = std::string(py) + " '" + script + "' decode '" + in + "' '" + out + "'";
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc)) << cmd;
+    ASSERT_EQ(WEXITSTATUS(rc), 0) << "PIL could not decode " << c.name;
+    const Image img = decode_jpeg(jpeg);
+    const auto ref = read_file(out);
+    EXPECT_TRUE(img.pixels == ref) << c.name << ": " << first_diff(img.pixels, ref);
+  }
 }
 
 // ------------------------------------------------------------------------------ encoders
 
 TEST(PilReference, PpmAndNpyBytesEqualPilAndNumpy) {
-    REQUIRE_FIXTURES();
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST")) {
-        if (t[0] != "decode") continue;
-        SCOPED_TRACE(t[1]);
-        const Image img = decode_jpeg(jpeg_of(dir, t[1]));
-        const auto ppm = encode(OutputFormat::kPpm, img.view());
-        const auto npy = encode(OutputFormat::kNpy, img.view());
-        const auto pil_ppm = read_file(dir + "/" + t[1] + ".ppm");
-        const auto np_npy = read_file(dir + "/" + t[1] + ".npy");
-        EXPECT_TRUE(ppm == pil_ppm) << "PPM vs PIL's: " << first_diff(ppm, pil_ppm);
-        EXPECT_TRUE(npy == np_npy) << "NPY vs numpy.save: " << first_diff(npy, np_npy);
-        EXPECT_TRUE(render_decoded(jpeg_of(dir, t[1]), OutputFormat::kPpm) == pil_ppm);
-        EXPECT_EQ(encoded_size(OutputFormat::kPpm, img.width, img.height), pil_ppm.size());
-        EXPECT_EQ(encoded_size(OutputFormat::kNpy, img.width, img.height), np_npy.size());
-        // For the round trip through PIL.open / numpy.load done by the script afterwards.
-        write_file(dir + "/ours/" + t[1] + ".ppm", ppm);
-        write_file(dir + "/ours/" + t[1] + ".npy", npy);
-        ++n;
-    }
-    EXPECT_GE(n, 40);
+  REQUIRE_FIXTURES();
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] != "decode") continue;
+    SCOPED_TRACE(t[1]);
+    const Image img = decode_jpeg(jpeg_of(dir, t[1]));
+    const auto ppm = encode(OutputFormat::kPpm, img.view());
+    const auto npy = encode(OutputFormat::kNpy, img.view());
+    const auto pil_ppm = read_file(dir + "/" + t[1] + ".ppm");
+    const auto np_npy = read_file(dir + "/" + t[1] + ".npy");
+    EXPECT_TRUE(ppm == pil_ppm) << "PPM vs PIL's: " << first_diff(ppm, pil_ppm);
+    EXPECT_TRUE(npy == np_npy) << "NPY vs numpy.save: " << first_diff(npy, np_npy);
+    EXPECT_TRUE(render_decoded(jpeg_of(dir, t[1]), OutputFormat::kPpm) == pil_ppm);
+    EXPECT_EQ(encoded_size(OutputFormat::kPpm, img.width, img.height), pil_ppm.size());
+    EXPECT_EQ(encoded_size(OutputFormat::kNpy, img.width, img.height), np_npy.size());
+    // For the round trip through PIL.open / numpy.load done by the script afterwards.
+    write_file(dir + "/ours/" + t[1] + ".ppm", ppm);
+    write_file(dir + "/ours/" + t[1] + ".npy", npy);
+    ++n;
+  }
+  EXPECT_GE(n, 40);
 }
 
 // ------------------------------------------------------------------------------ resampling
 
 TEST(PilReference, ResizeEqualsPilBilinear) {
-    REQUIRE_FIXTURES();
-    std::map<std::string, Image> decoded;
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST")) {
-        if (t[0] != "resize" && t[0] != "resizebox") continue;
-        auto it = decoded.find(t[1]);
-        if (it == decoded.end()) it = decoded.emplace(t[1], decode_jpeg(jpeg_of(dir, t[1]))).first;
-        const Image& src = it->second;
-        Image out;
-        if (t[0] == "resize") {
-            const int l = std::stoi(t[2]), tp = std::stoi(t[3]), w = std::stoi(t[4]),
-                      h = std::stoi(t[5]);
-            out = resize_bilinear(src.view().sub(l, tp, w, h), std::stoi(t[6]), std::stoi(t[7]));
-        } else {
-            const BoxF box{std::stod(t[2]), std::stod(t[3]), std::stod(t[4]), std::stod(t[5])};
-            out = resize_bilinear(src.view(), std::stoi(t[6]), std::stoi(t[7]), box);
-        }
-        const auto ref = read_file(dir + "/" + t[8]);
-        std::string line;
-        for (const auto& s : t) line += s + " ";
-        EXPECT_TRUE(out.pixels == ref) << line << ": " << first_diff(out.pixels, ref);
-        ++n;
+  REQUIRE_FIXTURES();
+  std::map<std::string, Image> decoded;
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] != "resize" && t[0] != "resizebox") continue;
+    auto it = decoded.find(t[1]);
+    if (it == decoded.end()) it = decoded.emplace(t[1], decode_jpeg(jpeg_of(dir, t[1]))).first;
+    const Image& src = it->second;
+    Image out;
+    if (t[0] == "resize") {
+      const int l = std::stoi(t[2]), tp = std::stoi(t[3]), w = std::stoi(t[4]), h = std::stoi(t[5]);
+      out = resize_bilinear(src.view().sub(l, tp, w, h), std::stoi(t[6]), std::stoi(t[7]));
+    } else {
+      const BoxF box{std::stod(t[2]), std::stod(t[3]), std::stod(t[4]), std::stod(t[5])};
+      out = resize_bilinear(src.view(), std::stoi(t[6]), std::stoi(t[7]), box);
     }
-    EXPECT_GE(n, 200);
-    std::printf("resize vs PIL: %d cases compared\n", n);
+    const auto ref = read_file(dir + "/" + t[8]);
+    std::string line;
+    for (const auto& s : t) line += s + " ";
+    EXPECT_TRUE(out.pixels == ref) << line << ": " << first_diff(out.pixels, ref);
+    ++n;
+  }
+  EXPECT_GE(n, 200);
+  std::printf("resize vs PIL: %d cases compared\n", n);
 }
 
 // ------------------------------------------------------------------------- partial decodes
 
 // Regions decoded with jpeg_crop_scanline/jpeg_skip_scanlines equal the full decode.
 TEST(PilReference, CropDecodeEqualsFullDecodeInsideTheRegion) {
-    REQUIRE_FIXTURES();
-    std::mt19937 gen(5);
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST")) {
-        // Corrupt-but-decodable variants add nothing here.
-        if (t[0] != "decode" || t[1].find("_flip") != std::string::npos ||
-            t[1].find("_cut") != std::string::npos) {
-            continue;
-        }
-        const auto data = jpeg_of(dir, t[1]);
-        const Image full = decode_jpeg(data);
-        for (int k = 0; k < 12; ++k) {
-            std::uniform_int_distribution<int> wx(1, full.width), hy(1, full.height);
-            const int w = wx(gen), h = hy(gen);
-            const int x = std::uniform_int_distribution<int>(0, full.width - w)(gen);
-            const int y = std::uniform_int_distribution<int>(0, full.height - h)(gen);
-            JpegReader rd(data);
-            const DecodedRegion d = rd.decode(8, Rect{x, y, w, h});
-            ASSERT_LE(d.x, x);
-            ASSERT_LE(d.y, y);
-            ASSERT_GE(d.x + d.image.width, x + w);
-            ASSERT_GE(d.y + d.image.height, y + h);
-            int diff = 0;
-            for (int r = 0; r < h; ++r) {
-                const std::uint8_t* a = full.row(y + r) + 3 * x;
-                const std::uint8_t* b = d.image.row(y - d.y + r) + 3 * (x - d.x);
-                diff += std::memcmp(a, b, static_cast<std::size_t>(3 * w)) != 0;
-            }
-            EXPECT_EQ(diff, 0) << t[1] << " region " << x << "," << y << " " << w << "x" << h;
-            ++n;
-        }
+  REQUIRE_FIXTURES();
+  std::mt19937 gen(5);
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    // Corrupt-but-decodable variants add nothing here.
+    if (t[0] != "decode" || t[1].find("_flip") != std::string::npos || t[1].find("_cut") != std::string::npos) {
+      continue;
     }
-    EXPECT_GE(n, 12 * 20);
+    const auto data = jpeg_of(dir, t[1]);
+    const Image full = decode_jpeg(data);
+    for (int k = 0; k < 12; ++k) {
+      std::uniform_int_distribution<int> wx(1, full.width), hy(1, full.height);
+      const int w = wx(gen), h = hy(gen);
+      const int x = std::uniform_int_distribution<int>(0, full.width - w)(gen);
+      const int y = std::uniform_int_distribution<int>(0, full.height - h)(gen);
+      JpegReader rd(data);
+      const DecodedRegion d = rd.decode(8, Rect{x, y, w, h});
+      ASSERT_LE(d.x, x);
+      ASSERT_LE(d.y, y);
+      ASSERT_GE(d.x + d.image.width, x + w);
+      ASSERT_GE(d.y + d.image.height, y + h);
+      int diff = 0;
+      for (int r = 0; r < h; ++r) {
+        const std::uint8_t* a = full.row(y + r) + 3 * x;
+        const std::uint8_t* b = d.image.row(y - d.y + r) + 3 * (x - d.x);
+        diff += std::memcmp(a, b, static_cast<std::size_t>(3 * w)) != 0;
+      }
+      EXPECT_EQ(diff, 0) << t[1] << " region " << x << "," << y << " " << w << "x" << h;
+      ++n;
+    }
+  }
+  EXPECT_GE(n, 12 * 20);
 }
 
 // ------------------------------------------------------------------------------ torchvision
 
 TEST(TorchvisionReference, CropBoxesEqualTorchvisionForTheSameDraws) {
-    REQUIRE_FIXTURES();
-    int n = 0, fallbacks = 0;
-    for (const auto& t : manifest(dir, "MANIFEST_TV")) {
-        if (t[0] != "tvbox") continue;
-        const int w = std::stoi(t[1]), h = std::stoi(t[2]);
-        const CropBox want{std::stoi(t[3]), std::stoi(t[4]), std::stoi(t[5]), std::stoi(t[6])};
-        ScriptedSource src(parse_draws({t.begin() + 7, t.end()}));
-        const CropBox got = sample_rrc_box(w, h, RrcParams{}, src);
-        EXPECT_EQ(got, want) << w << "x" << h << " case " << n << ": got (" << got.top << ","
-                             << got.left << "," << got.height << "," << got.width << ")";
-        EXPECT_TRUE(src.all_consumed()) << "draw count differs from torchvision's";
-        EXPECT_EQ(src.error(), "");
-        fallbacks += (t.size() == 7 + 20);  // 10 attempts x 2 uniform draws, no randint
-        ++n;
-    }
-    EXPECT_GE(n, 2000);
-    EXPECT_GT(fallbacks, 100);  // the 10x1000 and 1x1-like shapes must exercise the fallback
-    std::printf("rrc boxes vs torchvision: %d cases (%d central-crop fallbacks)\n", n, fallbacks);
+  REQUIRE_FIXTURES();
+  int n = 0, fallbacks = 0;
+  for (const auto& t : manifest(dir, "MANIFEST_TV")) {
+    if (t[0] != "tvbox") continue;
+    const int w = std::stoi(t[1]), h = std::stoi(t[2]);
+    const CropBox want{std::stoi(t[3]), std::stoi(t[4]), std::stoi(t[5]), std::stoi(t[6])};
+    ScriptedSource src(parse_draws({t.begin() + 7, t.end()}));
+    const CropBox got = sample_rrc_box(w, h, RrcParams{}, src);
+    EXPECT_EQ(got, want) << w << "x" << h << " case " << n << ": got (" << got.top << "," << got.left << ","
+                         << got.height << "," << got.width << ")";
+    EXPECT_TRUE(src.all_consumed()) << "draw count differs from torchvision's";
+    EXPECT_EQ(src.error(), "");
+    fallbacks += (t.size() == 7 + 20);  // 10 attempts x 2 uniform draws, no randint
+    ++n;
+  }
+  EXPECT_GE(n, 2000);
+  EXPECT_GT(fallbacks, 100);  // the 10x1000 and 1x1-like shapes must exercise the fallback
+  std::printf("rrc boxes vs torchvision: %d cases (%d central-crop fallbacks)\n", n, fallbacks);
 }
 
 TEST(TorchvisionReference, DefaultPipelineEqualsTorchvisionOnPil) {
-    REQUIRE_FIXTURES();
-    const PipelineSpec spec = PipelineSpec::parse(kDefaultAugmentSpec);
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST_TV")) {
-        if (t[0] != "tvaug") continue;
-        const auto data = jpeg_of(dir, t[1]);
-        const auto ref = read_file(dir + "/" + t[2]);
-        const auto draws = parse_draws({t.begin() + 3, t.end()});
-        {
-            ScriptedSource src(draws);
-            const Image out = augment_jpeg(data, spec, src);
-            EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << ": "
-                                           << first_diff(out.pixels, ref);
-            EXPECT_TRUE(src.all_consumed());
-            EXPECT_EQ(src.error(), "");
-        }
-        {
-            // crop_decode is exact as well.
-            ScriptedSource src(draws);
-            AugmentOptions o;
-            o.fast.crop_decode = true;
-            const Image out = augment_jpeg(data, spec, src, o);
-            EXPECT_TRUE(out.pixels == ref) << "crop_decode " << t[1] << " " << t[2] << ": "
-                                           << first_diff(out.pixels, ref);
-        }
-        ++n;
+  REQUIRE_FIXTURES();
+  const PipelineSpec spec = PipelineSpec::parse(kDefaultAugmentSpec);
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST_TV")) {
+    if (t[0] != "tvaug") continue;
+    const auto data = jpeg_of(dir, t[1]);
+    const auto ref = read_file(dir + "/" + t[2]);
+    const auto draws = parse_draws({t.begin() + 3, t.end()});
+    {
+      ScriptedSource src(draws);
+      const Image out = augment_jpeg(data, spec, src);
+      EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
+      EXPECT_TRUE(src.all_consumed());
+      EXPECT_EQ(src.error(), "");
     }
-    EXPECT_GE(n, 100);
-    std::printf("default augment vs torchvision: %d outputs byte-identical\n", n);
+    {
+      // crop_decode is exact as well.
+      ScriptedSource src(draws);
+      AugmentOptions o;
+      o.fast.crop_decode = true;
+      const Image out = augment_jpeg(data, spec, src, o);
+      EXPECT_TRUE(out.pixels == ref) << "crop_decode " << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 100);
+  std::printf("default augment vs torchvision: %d outputs byte-identical\n", n);
 }
 
 TEST(TorchvisionReference, DeterministicOpsEqualTorchvision) {
-    REQUIRE_FIXTURES();
-    int n = 0;
-    for (const auto& t : manifest(dir, "MANIFEST_TV")) {
-        if (t[0] != "tvspec") continue;
-        const auto data = jpeg_of(dir, t[1]);
-        const auto ref = read_file(dir + "/" + t[3]);
-        const PipelineSpec spec = PipelineSpec::parse(t[2]);
-        for (const bool crop : {false, true}) {
-            Rng rng(0);  // unused: these ops draw nothing
-            AugmentOptions o;
-            o.fast.crop_decode = crop;
-            const Image out = augment_jpeg(data, spec, rng, o);
-            EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << (crop ? " crop_decode" : "")
-                                           << ": " << first_diff(out.pixels, ref);
-        }
-        ++n;
+  REQUIRE_FIXTURES();
+  int n = 0;
+  for (const auto& t : manifest(dir, "MANIFEST_TV")) {
+    if (t[0] != "tvspec") continue;
+    const auto data = jpeg_of(dir, t[1]);
+    const auto ref = read_file(dir + "/" + t[3]);
+    const PipelineSpec spec = PipelineSpec::parse(t[2]);
+    for (const bool crop : {false, true}) {
+      Rng rng(0);  // unused: these ops draw nothing
+      AugmentOptions o;
+      o.fast.crop_decode = crop;
+      const Image out = augment_jpeg(data, spec, rng, o);
+      EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << (crop ? " crop_decode" : "") << ": "
+                                     << first_diff(out.pixels, ref);
     }
-    EXPECT_GE(n, 30);
-    std::printf("resize/center_crop vs torchvision: %d outputs byte-identical\n", n);
+    ++n;
+  }
+  EXPECT_GE(n, 30);
+  std::printf("resize/center_crop vs torchvision: %d outputs byte-identical\n", n);
 }
 
 }  // namespace

@@ -13,23 +13,22 @@
 namespace prepfs::transform::testing {
 
 struct EncodeParams {
-    int quality = 90;
-    bool progressive = false;
-    bool arithmetic = false;
-    int restart_rows = 0;  // restart interval in MCU rows; 0 = none
-    // Colour handling: input components 1 (gray), 3 (RGB) or 4 (CMYK, stored as given).
-    // jpeg_space: "auto" (YCbCr for 3, gray for 1, CMYK for 4), "rgb", "ycck", "cmyk".
-    std::string jpeg_space = "auto";
-    int h_samp = 2, v_samp = 2;  // luma sampling factors (chroma 1x1) for YCbCr/YCCK
+  int quality = 90;
+  bool progressive = false;
+  bool arithmetic = false;
+  int restart_rows = 0;  // restart interval in MCU rows; 0 = none
+  // Colour handling: input components 1 (gray), 3 (RGB) or 4 (CMYK, stored as given).
+  // jpeg_space: "auto" (YCbCr for 3, gray for 1, CMYK for 4), "rgb", "ycck", "cmyk".
+  std::string jpeg_space = "auto";
+  int h_samp = 2, v_samp = 2;  // luma sampling factors (chroma 1x1) for YCbCr/YCCK
 };
 
 // Encodes interleaved samples (width * height * components bytes).
-std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& samples, int width,
-                                      int height, int components, const EncodeParams& p = {});
+std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& samples, int width, int height, int components,
+                                      const EncodeParams& p = {});
 
 // Deterministic textured image with edges and noise (components 1, 3 or 4).
-std::vector<std::uint8_t> synthetic_samples(int width, int height, int components,
-                                            std::uint32_t seed);
+std::vector<std::uint8_t> synthetic_samples(int width, int height, int components, std::uint32_t seed);
 Image synthetic_image(int width, int height, std::uint32_t seed);
 
 std::vector<std::uint8_t> read_file(const std::string& path);
@@ -38,22 +37,22 @@ void write_file(const std::string& path, const std::vector<std::uint8_t>& data);
 // Replays recorded draws. Records an error (checked by the test) if asked for a different kind
 // of draw, a value outside the requested range, or more draws than recorded.
 class ScriptedSource final : public RandomSource {
-public:
-    struct Draw {
-        bool is_int;
-        double u;
-        std::int64_t i;
-    };
-    explicit ScriptedSource(std::vector<Draw> draws) : draws_(std::move(draws)) {}
-    double uniform(double lo, double hi) override;
-    std::int64_t randint(std::int64_t lo, std::int64_t hi) override;
-    bool all_consumed() const { return next_ == draws_.size(); }
-    const std::string& error() const { return error_; }
+ public:
+  struct Draw {
+    bool is_int;
+    double u;
+    std::int64_t i;
+  };
+  explicit ScriptedSource(std::vector<Draw> draws) : draws_(std::move(draws)) {}
+  double uniform(double lo, double hi) override;
+  std::int64_t randint(std::int64_t lo, std::int64_t hi) override;
+  bool all_consumed() const { return next_ == draws_.size(); }
+  const std::string& error() const { return error_; }
 
-private:
-    std::vector<Draw> draws_;
-    std::size_t next_ = 0;
-    std::string error_;
+ private:
+  std::vector<Draw> draws_;
+  std::size_t next_ = 0;
+  std::string error_;
 };
 
 // Parses "u:0.25 i:3 ..." tokens.
