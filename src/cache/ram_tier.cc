@@ -57,31 +57,14 @@ void RamTier::clear() {
   old.swap(chunks_);
 }
 
-uint64_t RamTier::bytes() const {
-  std::lock_guard lock(mu_);
-  return index_.bytes();
-}
-uint64_t RamTier::bytes(Form f) const {
-  std::lock_guard lock(mu_);
-  return index_.bytes(f);
-}
-size_t RamTier::entries() const {
-  std::lock_guard lock(mu_);
-  return index_.entries();
-}
-uint64_t RamTier::budget() const {
-  std::lock_guard lock(mu_);
-  return index_.budget();
-}
-
 bool RamTier::contains(const CacheKey& key) const {
   std::lock_guard lock(mu_);
   return index_.contains(key);
 }
 
-uint64_t RamTier::form_quota(Form f) const {
+TierStats RamTier::stats() const {
   std::lock_guard lock(mu_);
-  return index_.form_quota(f);
+  return index_.stats();
 }
 
 }  // namespace prepfs

@@ -380,23 +380,6 @@ void SsdTier::clear() {
   unlink_keys(keys);
 }
 
-uint64_t SsdTier::bytes() const {
-  std::lock_guard lock(mu_);
-  return index_.bytes();
-}
-uint64_t SsdTier::bytes(Form f) const {
-  std::lock_guard lock(mu_);
-  return index_.bytes(f);
-}
-size_t SsdTier::entries() const {
-  std::lock_guard lock(mu_);
-  return index_.entries();
-}
-uint64_t SsdTier::budget() const {
-  std::lock_guard lock(mu_);
-  return index_.budget();
-}
-
 uint64_t SsdTier::queued_bytes() {
   std::lock_guard lock(q_mu_);
   return queued_bytes_;
@@ -412,9 +395,9 @@ bool SsdTier::contains(const CacheKey& key) const {
   return index_.contains(key);
 }
 
-uint64_t SsdTier::form_quota(Form f) const {
+TierStats SsdTier::stats() const {
   std::lock_guard lock(mu_);
-  return index_.form_quota(f);
+  return index_.stats();
 }
 
 }  // namespace prepfs

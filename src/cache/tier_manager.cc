@@ -112,8 +112,13 @@ void TierManager::set_partition(const std::array<double, kForms>& ram_shares,
     for (size_t f = 0; f < kForms; f++) q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
     return q;
   };
-  ram_->set_form_quotas(quotas(ram_->budget(), ram_shares));
-  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->budget(), ssd_shares));
+  ram_->set_form_quotas(quotas(ram_->stats().budget, ram_shares));
+  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->stats().budget, ssd_shares));
+}
+
+TierStats TierManager::stats(Tier t) const {
+  if (t == Tier::ram) return ram_->stats();
+  return ssd_ ? ssd_->stats() : TierStats{};
 }
 
 void TierManager::evict_all() {

@@ -112,15 +112,15 @@ std::string render_metrics(const StatsSources& s) {
   PromText p;
   const CacheCounters& cc = cache.counters();
   SsdTier* ssd = cache.ssd();
-  struct Tier {
+  struct NamedCounters {
     const char* name;
     const TierCounters& c;
   };
-  const Tier tiers[] = {{"ram", cc.ram}, {"ssd", cc.ssd}};
+  const NamedCounters tiers[] = {{"ram", cc.ram}, {"ssd", cc.ssd}};
 
   auto per_tier = [&](const char* name, const char* help, std::atomic<uint64_t> TierCounters::*field) {
     p.family(name, "counter", help);
-    for (const Tier& t : tiers) p.sample(name, {{"tier", t.name}}, load(t.c.*field));
+    for (const NamedCounters& t : tiers) p.sample(name, {{"tier", t.name}}, load(t.c.*field));
   };
   per_tier("prepfs_cache_hits_total", "Chunk lookups answered by the tier.", &TierCounters::hits);
   per_tier("prepfs_cache_misses_total", "Chunk lookups the tier could not answer.", &TierCounters::misses);
@@ -133,16 +133,16 @@ std::string render_metrics(const StatsSources& s) {
   per_tier("prepfs_cache_write_errors_total", "Failed tier writes.", &TierCounters::write_errors);
 
   p.family("prepfs_cache_entries", "gauge", "Chunks held by the tier.");
-  p.sample("prepfs_cache_entries", {{"tier", "ram"}}, uint64_t(cache.ram().entries()));
-  p.sample("prepfs_cache_entries", {{"tier", "ssd"}}, uint64_t(ssd ? ssd->entries() : 0));
+  const TierStats ram_stats = cache.stats(Tier::ram), ssd_stats = cache.stats(Tier::ssd);
+  p.sample("prepfs_cache_entries", {{"tier", "ram"}}, uint64_t(ram_stats.entries));
+  p.sample("prepfs_cache_entries", {{"tier", "ssd"}}, uint64_t(ssd_stats.entries));
   p.family("prepfs_cache_budget_bytes", "gauge", "Byte budget of the tier.");
-  p.sample("prepfs_cache_budget_bytes", {{"tier", "ram"}}, cache.ram().budget());
-  p.sample("prepfs_cache_budget_bytes", {{"tier", "ssd"}}, ssd ? ssd->budget() : 0);
+  p.sample("prepfs_cache_budget_bytes", {{"tier", "ram"}}, ram_stats.budget);
+  p.sample("prepfs_cache_budget_bytes", {{"tier", "ssd"}}, ssd_stats.budget);
   p.family("prepfs_cache_bytes", "gauge", "Bytes held by the tier, per form.");
-  for (size_t f = 0; f < kForms; f++) {
-    const char* form = form_name(static_cast<Form>(f));
-    p.sample("prepfs_cache_bytes", {{"tier", "ram"}, {"form", form}}, cache.ram().bytes(static_cast<Form>(f)));
-    p.sample("prepfs_cache_bytes", {{"tier", "ssd"}, {"form", form}}, ssd ? ssd->bytes(static_cast<Form>(f)) : 0);
+  for (Form f : kAllForms) {
+    p.sample("prepfs_cache_bytes", {{"tier", "ram"}, {"form", form_name(f)}}, ram_stats.bytes_of(f));
+    p.sample("prepfs_cache_bytes", {{"tier", "ssd"}, {"form", form_name(f)}}, ssd_stats.bytes_of(f));
   }
 
   using PF = CacheCounters::PerForm;

@@ -5,14 +5,13 @@
 namespace prepfs {
 namespace {
 
-std::string tier_json(const TierCounters& c, uint64_t entries, uint64_t bytes, uint64_t budget,
-                      const uint64_t (&form_bytes)[kForms]) {
+std::string tier_json(const TierCounters& c, const TierStats& t) {
   return fmt::format(R"({{"hits": {}, "misses": {}, "hit_bytes": {}, "inserts": {}, "evictions": {}, "rejected": {}, )"
                      R"("corrupt": {}, "write_errors": {}, "entries": {}, "bytes": {}, "budget": {}, )"
                      R"("bytes_by_form": {{"raw": {}, "decoded": {}, "augmented": {}}}}})",
                      load(c.hits), load(c.misses), load(c.hit_bytes), load(c.inserts), load(c.evictions),
-                     load(c.rejected), load(c.corrupt), load(c.write_errors), entries, bytes, budget, form_bytes[0],
-                     form_bytes[1], form_bytes[2]);
+                     load(c.rejected), load(c.corrupt), load(c.write_errors), t.entries, t.bytes, t.budget,
+                     t.bytes_of(Form::raw), t.bytes_of(Form::decoded), t.bytes_of(Form::augmented));
 }
 
 std::string names_json(const Profile& p, bool priors) {
@@ -51,12 +50,6 @@ std::string render_stats_json(const StatsSources& s) {
   Source& source = s.source;
   const Profiler* profiler = s.profiler;
   const CacheCounters& cc = cache.counters();
-  uint64_t ram_forms[kForms], ssd_forms[kForms] = {0, 0, 0};
-  for (size_t f = 0; f < kForms; f++) {
-    ram_forms[f] = cache.ram().bytes(static_cast<Form>(f));
-    if (cache.ssd()) ssd_forms[f] = cache.ssd()->bytes(static_cast<Form>(f));
-  }
-  SsdTier* ssd = cache.ssd();
   const SourceCounters& sc = source.counters();
   const ViewCounters& fc = s.views;
   const RenderCounters& rc = s.renders;
@@ -78,9 +71,8 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       "}}\n",
       load(sc.reads), load(sc.bytes), load(sc.opens), load(sc.errors), double(load(sc.read_ns)) / 1e9,
-      tier_json(cc.ram, cache.ram().entries(), cache.ram().bytes(), cache.ram().budget(), ram_forms),
-      tier_json(cc.ssd, ssd ? ssd->entries() : 0, ssd ? ssd->bytes() : 0, ssd ? ssd->budget() : 0, ssd_forms),
-      load(cc.fills), load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
+      tier_json(cc.ram, cache.stats(Tier::ram)), tier_json(cc.ssd, cache.stats(Tier::ssd)), load(cc.fills),
+      load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
       load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented), load(rc.from_decoded),
       load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(), s.tree.file_count(),
       s.tree.image_count(), s.tree.memory_bytes(),

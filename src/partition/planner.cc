@@ -56,7 +56,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
     });
   std::array<std::array<double, kForms>, kTiers> shares{};
   for (Tier t : kAllTiers) {
-    const double budget = t == Tier::ram ? cache_.ram().budget() : (cache_.ssd() ? cache_.ssd()->budget() : 0);
+    const double budget = double(cache_.stats(t).budget);
     if (budget <= 0) continue;
     for (Form f : kAllForms) {
       double bytes = p.at(f, t) * planning.size_of(f) / cfg_.headroom;

@@ -172,9 +172,8 @@ Profile Profiler::profile() const {
   p.ticks = ticks_;
   p.samples = samples_;
   p.size = size_;
-  p.ram_capacity = double(src_.cache.ram().budget());
-  SsdTier* ssd = src_.cache.ssd();
-  p.ssd_capacity = ssd ? double(ssd->budget()) : 0;
+  p.ram_capacity = double(src_.cache.stats(Tier::ram).budget);
+  p.ssd_capacity = double(src_.cache.stats(Tier::ssd).budget);
   p.aug_reuse = src_.aug_reuse;
   p.cores = src_.cores;
   auto prior = [&](const char* input, std::string text) { p.notes.push_back({input, std::move(text), true}); };
@@ -198,13 +197,13 @@ Profile Profiler::profile() const {
     p.ssd_read_stream_bw = ssd_read_stream_bw_.value();
     p.ssd_read_peak_bw = ssd_read_peak_bw_.value;
     p.ssd_read_bw = std::max(p.ssd_read_stream_bw, p.ssd_read_peak_bw);
-  } else if (ssd) {
+  } else if (p.ssd_capacity > 0) {
     p.ssd_read_bw = ProfilerPriors::kSsdRead;
     prior("ssd_read_bw", "prior 500 MB/s (nothing read from the SSD tier yet)");
   }
   if (ssd_write_bw_.has_value()) {
     p.ssd_write_bw = ssd_write_bw_.value();
-  } else if (ssd) {
+  } else if (p.ssd_capacity > 0) {
     p.ssd_write_bw = ProfilerPriors::kSsdWrite;
     prior("ssd_write_bw", "prior 300 MB/s (nothing written to the SSD tier yet)");
   }

@@ -230,7 +230,7 @@ TEST(RawChunk, RendersOfUnplacedSamplesDoNotFillTheCache) {
     std::string want((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     EXPECT_EQ(std::string(c->data(), c->size()), want);
   }
-  EXPECT_EQ(tm.ram().entries(), 0u);
+  EXPECT_EQ(tm.ram().stats().entries, 0u);
 }
 
 namespace {
@@ -284,7 +284,7 @@ TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
     for (Tier t : kAllTiers)
       if (p.at(f, t) == 0 && f != Form::raw) {
         uint64_t quota =
-            t == Tier::ram ? rig.tm.ram().form_quota(Form(int(f))) : rig.tm.ssd()->form_quota(Form(int(f)));
+            t == Tier::ram ? rig.tm.ram().stats().quota_of(Form(int(f))) : rig.tm.ssd()->stats().quota_of(Form(int(f)));
         EXPECT_EQ(quota, 0u) << form_name(f) << " " << tier_name(t);
       }
   const std::string json = planner.report_json();

@@ -66,8 +66,8 @@ TEST(RamTier, AccountsAndEvicts) {
   EXPECT_TRUE(ram.put(key_for("c"), chunk_of("ABCDEFGHIJ"), Form::raw));
   EXPECT_FALSE(ram.get(key_for("b")));
   EXPECT_TRUE(ram.get(key_for("a")));
-  EXPECT_EQ(ram.bytes(), 20u);
-  EXPECT_EQ(ram.entries(), 2u);
+  EXPECT_EQ(ram.stats().bytes, 20u);
+  EXPECT_EQ(ram.stats().entries, 2u);
   EXPECT_EQ(load(c.evictions), 1u);
   EXPECT_EQ(load(c.hits), 2u);
   EXPECT_EQ(load(c.misses), 2u);
@@ -85,11 +85,11 @@ TEST(SsdTier, RoundTripsAndSurvivesRestart) {
     ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of(data), Form::raw));
     ssd.flush();
     EXPECT_EQ(str(ssd.get(key_for("x"))), data);
-    EXPECT_EQ(ssd.entries(), 1u);
+    EXPECT_EQ(ssd.stats().entries, 1u);
   }
   TierCounters c;
   SsdTier again(dir.path(), 1 << 20, make_policy("lru"), c);
-  EXPECT_EQ(again.entries(), 1u);
+  EXPECT_EQ(again.stats().entries, 1u);
   ASSERT_TRUE(again.get(key_for("x")));
   EXPECT_EQ(str(again.get(key_for("x"))), data);
 }
@@ -106,14 +106,14 @@ TEST(SsdTier, EraseOfAQueuedOrInFlightWriteLeavesNothingBehind) {
       ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(data), Form::raw));
     for (int i = 0; i < 200; i++) ssd.erase(key_for("k" + std::to_string(i)));  // most still queued, one in hand
     ssd.flush();
-    EXPECT_EQ(ssd.entries(), 0u);
-    EXPECT_EQ(ssd.bytes(), 0u);
+    EXPECT_EQ(ssd.stats().entries, 0u);
+    EXPECT_EQ(ssd.stats().bytes, 0u);
     EXPECT_EQ(ssd.queued_bytes(), 0u);
     for (int i = 0; i < 200; i++) EXPECT_FALSE(ssd.get(key_for("k" + std::to_string(i)))) << i;
   }
   TierCounters c;
   SsdTier again(dir.path(), 64 << 20, make_policy("lru"), c);
-  EXPECT_EQ(again.entries(), 0u) << "an erased entry must not come back after a restart";
+  EXPECT_EQ(again.stats().entries, 0u) << "an erased entry must not come back after a restart";
 }
 
 TEST(SsdTier, AnEntryWhoseFileVanishedIsDroppedAndCanBeWrittenAgain) {
@@ -124,7 +124,7 @@ TEST(SsdTier, AnEntryWhoseFileVanishedIsDroppedAndCanBeWrittenAgain) {
   ssd.flush();
   ASSERT_EQ(::unlink(ssd.path_of(key_for("x"), Form::raw).c_str()), 0);  // removed from outside
   EXPECT_FALSE(ssd.get(key_for("x")));
-  EXPECT_EQ(ssd.entries(), 0u);
+  EXPECT_EQ(ssd.stats().entries, 0u);
   ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of("payload"), Form::raw));
   ssd.flush();
   EXPECT_EQ(str(ssd.get(key_for("x"))), "payload");
@@ -145,7 +145,7 @@ TEST(SsdTier, ChecksumFailureIsAMissAndRemovesTheEntry) {
   EXPECT_FALSE(ssd.get(key_for("x")));
   EXPECT_EQ(load(c.corrupt), 1u);
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_EQ(ssd.entries(), 0u);
+  EXPECT_EQ(ssd.stats().entries, 0u);
 }
 
 TEST(SsdTier, TornWriteIsAMiss) {
@@ -195,7 +195,7 @@ TEST(SsdTier, BudgetHoldsOnDisk) {
     for (auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
       if (e.is_regular_file()) on_disk += e.file_size();
     ASSERT_LE(on_disk, budget);
-    ASSERT_LE(ssd.bytes(), budget);
+    ASSERT_LE(ssd.stats().bytes, budget);
   }
   EXPECT_GT(load(c.evictions), 0u);
 }

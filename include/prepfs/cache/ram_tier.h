@@ -21,12 +21,8 @@ class RamTier {
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void clear();
 
-  uint64_t bytes() const;
-  uint64_t bytes(Form f) const;
-  size_t entries() const;
-  uint64_t budget() const;
+  TierStats stats() const;  // budget, bytes and entries, per form too, in one snapshot
   bool contains(const CacheKey& key) const;
-  uint64_t form_quota(Form f) const;
 
  private:
   mutable std::mutex mu_;

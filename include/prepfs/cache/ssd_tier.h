@@ -51,12 +51,8 @@ class SsdTier {
   void flush();  // waits until the queue is empty
   void clear();  // removes every entry
 
-  uint64_t bytes() const;
-  uint64_t bytes(Form f) const;
-  size_t entries() const;
-  uint64_t budget() const;
+  TierStats stats() const;  // budget, bytes and entries, per form too, in one snapshot
   bool contains(const CacheKey& key) const;
-  uint64_t form_quota(Form f) const;
   uint64_t queued_bytes();                                    // bytes waiting in the write queue
   size_t queued_jobs();                                       // entries waiting in the write queue
   std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools

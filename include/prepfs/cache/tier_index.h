@@ -14,6 +14,19 @@
 
 namespace prepfs {
 
+// What a tier holds, as one consistent snapshot (taken under the tier's lock).
+struct TierStats {
+  uint64_t budget = 0;
+  uint64_t bytes = 0;
+  size_t entries = 0;
+  std::array<uint64_t, kForms> form_bytes{};
+  std::array<size_t, kForms> form_entries{};
+  std::array<uint64_t, kForms> form_quota{};  // UINT64_MAX: no quota
+  uint64_t bytes_of(Form f) const { return form_bytes[index_of(f)]; }
+  size_t entries_of(Form f) const { return form_entries[index_of(f)]; }
+  uint64_t quota_of(Form f) const { return form_quota[index_of(f)]; }
+};
+
 class TierIndex {
  public:
   TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy);
@@ -36,6 +49,7 @@ class TierIndex {
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 
+  TierStats stats() const { return TierStats{budget_, bytes_, entries_.size(), form_bytes_, form_entries_, quota_}; }
   uint64_t budget() const { return budget_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t bytes(Form f) const { return form_bytes_[static_cast<size_t>(f)]; }

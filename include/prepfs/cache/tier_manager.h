@@ -82,6 +82,8 @@ class TierManager {
   void flush();      // waits for queued SSD writes
 
   const CacheCounters& counters() const { return counters_; }
+  // One tier's snapshot (an absent SSD tier holds nothing and has no budget).
+  TierStats stats(Tier t) const;
   RamTier& ram() { return *ram_; }
   SsdTier* ssd() { return ssd_.get(); }  // null when ssd=0
 
