@@ -240,6 +240,7 @@ SampleStore& Daemon::store() { return *p_->store; }
 Planner& Daemon::planner() { return *p_->planner; }
 Profiler& Daemon::profiler() { return *p_->profiler; }
 const Tree& Daemon::tree() const { return *p_->tree; }
+const RenderCounters& Daemon::renders() const { return p_->renders; }
 Source& Daemon::source() { return *p_->source; }
 
 std::string Daemon::summary() const {

@@ -59,6 +59,7 @@ class Daemon {
   Planner& planner();
   Profiler& profiler();
   const Tree& tree() const;
+  const RenderCounters& renders() const;
   Source& source();
 
  private:

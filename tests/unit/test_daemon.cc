@@ -1,0 +1,198 @@
+// The whole daemon without FUSE: a Daemon built from Options over a temporary directory, read
+// through the same Filesystem interfaces the FUSE adaptor calls, for each of the three views.
+#include "prepfs/daemon/daemon.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/error.h"
+#include "prepfs/transform/augment.h"
+#include "prepfs/transform/pipeline_spec.h"
+#include "prepfs/transform/render.h"
+#include "prepfs/transform/rng.h"
+#include "temp_dir.h"
+#include "transform/test_util.h"
+
+namespace prepfs {
+namespace {
+
+namespace xt = transform::testing;
+
+// A small dataset: three RGB JPEGs and a grayscale one in a class folder, and a label file.
+struct Rig {
+  test::TempDir dir;
+  Options opts;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> images;  // source path, JPEG bytes
+
+  explicit Rig(const std::string& options = "") {
+    const int sizes[][3] = {{64, 48, 3}, {50, 75, 3}, {33, 17, 3}, {40, 40, 1}};
+    for (int i = 0; i < 4; i++) {
+      auto [w, h, c] = sizes[i];
+      std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(w, h, c, 7 + i), w, h, c);
+      std::string path = "cls/img" + std::to_string(i) + ".jpg";
+      dir.write("src/" + path, std::string(jpeg.begin(), jpeg.end()));
+      images.push_back({path, jpeg});
+    }
+    dir.write("src/labels.txt", "cls 0\n");
+    opts.source = dir / "src";
+    opts.mountpoint = dir / "mnt";  // never mounted: the Daemon does not need it
+    opts.ssd_dir = dir / "cache";
+    opts.ram_bytes = 64 << 20;
+    opts.ssd_bytes = 64 << 20;
+    if (!options.empty()) apply_option_list(opts, options);
+    finalize_options(opts);
+  }
+};
+
+// Walks a path from a Filesystem's root inode, as the kernel's lookups would.
+uint64_t walk(Filesystem& fs, uint64_t root, const std::string& path) {
+  uint64_t ino = root;
+  for (size_t pos = 0; pos < path.size();) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string::npos) slash = path.size();
+    ino = fs.lookup(ino, path.substr(pos, slash - pos)).ino;
+    pos = slash + 1;
+  }
+  return ino;
+}
+
+// open, read in kernel-sized requests until EOF, release: one open of one file.
+std::string read_file(Filesystem& fs, uint64_t ino) {
+  OpenReply r = fs.open(ino, O_RDONLY);
+  const uint64_t size = fs.getattr(ino).size;
+  std::string out;
+  for (uint64_t off = 0;;) {
+    std::vector<Slice> slices = fs.read(ino, r.fh, off, 128 << 10);
+    if (slices.empty()) break;
+    for (const Slice& s : slices) out.append(s.data, s.len), off += s.len;
+  }
+  fs.release(ino, r.fh);
+  EXPECT_EQ(out.size(), size) << "stat() promised another size";
+  return out;
+}
+
+std::string str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+transform::AugmentOptions augment_options(const Options& o) {
+  transform::AugmentOptions a;
+  a.limits.max_pixels = o.max_pixels;
+  a.fast.dct_scale = o.fast_paths;
+  a.fast.crop_decode = o.crop_decode;
+  return a;
+}
+
+TEST(Daemon, ServesRawDecodedAndAugmentedWithoutFuse) {
+  Rig rig;
+  Daemon d(rig.opts);
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  for (const auto& [path, jpeg] : rig.images) {
+    SCOPED_TRACE(path);
+    // raw/: the source's bytes.
+    EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(jpeg));
+    // decoded/: x.jpg as x.ppm, PIL-equal pixels (the transform layer proves the equality).
+    std::string ppm = path.substr(0, path.size() - 4) + ".ppm";
+    EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/" + ppm)),
+              str(transform::render_decoded(jpeg, transform::OutputFormat::kPpm)));
+    // augmented/ (its own namespace, mounted at MNT/augmented): open k serves variant k.
+    const uint64_t aug = walk(d.augmented_fs(), 1, ppm);
+    for (uint32_t k = 0; k < 2; k++) {
+      transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, k);
+      EXPECT_EQ(
+          read_file(d.augmented_fs(), aug),
+          str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))))
+          << "variant " << k;
+    }
+  }
+  // The label file is in raw/ only.
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/labels.txt")), "cls 0\n");
+  EXPECT_THROW(walk(d.main_fs(), 1, "decoded/labels.ppm"), Error);
+  // The control files answer too.
+  const std::string stats = read_file(d.control_fs(), walk(d.control_fs(), 1, "stats"));
+  EXPECT_NE(stats.find("\"source\""), std::string::npos) << stats;
+  EXPECT_NE(read_file(d.control_fs(), walk(d.control_fs(), 1, "plan")).find("partition="), std::string::npos);
+}
+
+TEST(Daemon, ARestartOverTheSameCacheDirectoryServesFromTheSsdTier) {
+  Rig rig("partition=fixed:0/0/0/100/0/0");  // every raw sample on the SSD, nothing in RAM
+  const std::string path = "raw/" + rig.images[0].first;
+  {
+    Daemon d(rig.opts);
+    EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, path)), str(rig.images[0].second));
+  }  // the destructor lands the queued SSD write
+  Daemon again(rig.opts);
+  const uint64_t before = load(again.source().counters().bytes);
+  EXPECT_EQ(read_file(again.main_fs(), walk(again.main_fs(), 1, path)), str(rig.images[0].second));
+  EXPECT_EQ(load(again.source().counters().bytes), before) << "the restart fetched from the source again";
+  EXPECT_EQ(load(again.cache().counters().ssd.hits), 1u);
+}
+
+TEST(Daemon, TwoDaemonsCannotShareOneCacheDirectory) {
+  Rig rig;
+  Daemon first(rig.opts);
+  try {
+    Daemon second(rig.opts);
+    FAIL() << "a second daemon took the same cache directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EBUSY);
+  }
+}
+
+// The last serve of a variant (every open with aug_reuse=1) is never admitted: no insert, no
+// eviction, no queued SSD write in either tier. Both where the placement keeps the sample's
+// augmented variants (they would be admitted, and erased right after) and where it keeps its
+// decoded pixels (variants render from them).
+void expect_last_serves_leave_tiers_untouched(const std::string& partition, bool from_decoded) {
+  SCOPED_TRACE(partition);
+  Rig rig("aug_reuse=1,partition=" + partition);
+  Daemon d(rig.opts);
+  const std::string ppm = "cls/img0.ppm";
+  if (from_decoded) read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/" + ppm));  // pixels now cached
+  TierManager& cache = d.cache();
+  cache.flush();
+  struct Snapshot {
+    uint64_t ram_inserts, ram_evictions, ram_rejected, ssd_inserts, ssd_evictions, ssd_rejected;
+    TierStats ram, ssd;
+    size_t queued;
+  };
+  auto snapshot = [&] {
+    const CacheCounters& c = cache.counters();
+    return Snapshot{load(c.ram.inserts),    load(c.ram.evictions),  load(c.ram.rejected),
+                    load(c.ssd.inserts),    load(c.ssd.evictions),  load(c.ssd.rejected),
+                    cache.stats(Tier::ram), cache.stats(Tier::ssd), cache.ssd()->queued_jobs()};
+  };
+  const Snapshot before = snapshot();
+  const uint64_t aug = walk(d.augmented_fs(), 1, ppm);
+  for (int open = 0; open < 3; open++) {
+    OpenReply r = d.augmented_fs().open(aug, O_RDONLY);  // variants 0, 1, 2: each its last serve
+    const Snapshot now = snapshot();
+    EXPECT_EQ(now.ram_inserts, before.ram_inserts);
+    EXPECT_EQ(now.ram_evictions, before.ram_evictions);
+    EXPECT_EQ(now.ram_rejected, before.ram_rejected);
+    EXPECT_EQ(now.ssd_inserts, before.ssd_inserts);
+    EXPECT_EQ(now.ssd_evictions, before.ssd_evictions);
+    EXPECT_EQ(now.ssd_rejected, before.ssd_rejected);
+    EXPECT_EQ(now.queued, 0u);
+    EXPECT_EQ(now.ram.entries, before.ram.entries);
+    EXPECT_EQ(now.ssd.entries, before.ssd.entries);
+    EXPECT_EQ(now.ram.bytes_of(Form::augmented) + now.ssd.bytes_of(Form::augmented), 0u);
+    d.augmented_fs().release(aug, r.fh);
+  }
+  cache.flush();
+  EXPECT_EQ(snapshot().ssd_inserts, before.ssd_inserts);
+  EXPECT_EQ(load(d.renders().augmented), 3u);
+  EXPECT_EQ(load(d.renders().from_decoded), from_decoded ? 3u : 0u);
+}
+
+TEST(Daemon, TheLastServeOfAVariantLeavesBothTiersUntouched) {
+  expect_last_serves_leave_tiers_untouched("fixed:0/0/100", false);  // variants placed in both tiers
+  expect_last_serves_leave_tiers_untouched("fixed:0/100/0", true);   // decoded pixels placed
+}
+
+}  // namespace
+}  // namespace prepfs
