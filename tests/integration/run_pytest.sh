@@ -10,4 +10,6 @@ if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
   exit 77
 fi
 cd "$(dirname "$0")"
-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@"
+# -rs: every skipped case says why in the log (scripts/count_tests.py counts it as a skip, and
+# fails the run under CI=true).
+exec /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider "$@"
