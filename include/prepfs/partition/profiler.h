@@ -1,4 +1,4 @@
-// The partition model's online profiler (docs/MODEL.md, "Symbols"; DESIGN.md §5). Every tick it
+// The partition model's online profiler (docs/MODEL.md, "Symbols"). Every tick it
 // takes the deltas of counters the layers keep anyway (source, SSD tier, renderer, views, FUSE
 // replies) and folds each tick's measurement into an EWMA; the layers pay a few relaxed atomic
 // adds per operation and nothing else. inputs() turns the EWMAs into model::Inputs, with stated
