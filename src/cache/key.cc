@@ -1,6 +1,5 @@
 #include "prepfs/cache/key.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
 #include <cstring>
@@ -32,7 +31,8 @@ bool CacheKey::from_hex(std::string_view s, CacheKey* out) {
 }
 
 CacheKey make_key(const KeyFields& f) {
-  // Fixed-width fields first, then the path: no two field combinations serialise alike.
+  // Fixed-width fields first, then the path: no two field combinations serialise alike. One
+  // contiguous buffer and one-shot hashing: this runs on every request.
   struct __attribute__((packed)) Fixed {
     uint64_t size;
     int64_t mtime_ns;
@@ -43,11 +43,17 @@ CacheKey make_key(const KeyFields& f) {
     uint8_t form;
   } fixed{f.version.size, f.version.mtime_ns,          f.pipeline_hash, f.chunk, f.chunk_size,
           f.variant,      static_cast<uint8_t>(f.form)};
-  XXH3_state_t state;
-  XXH3_128bits_reset(&state);
-  XXH3_128bits_update(&state, &fixed, sizeof fixed);
-  XXH3_128bits_update(&state, f.path.data(), f.path.size());
-  XXH128_hash_t h = XXH3_128bits_digest(&state);
+  char stack[sizeof(Fixed) + 240];
+  std::string heap;
+  char* buf = stack;
+  const size_t n = sizeof fixed + f.path.size();
+  if (n > sizeof stack) {
+    heap.resize(n);
+    buf = heap.data();
+  }
+  std::memcpy(buf, &fixed, sizeof fixed);
+  std::memcpy(buf + sizeof fixed, f.path.data(), f.path.size());
+  XXH128_hash_t h = XXH3_128bits(buf, n);
   return CacheKey{h.high64, h.low64};
 }
 

@@ -25,7 +25,7 @@ void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
   recent_next_ = (recent_next_ + 1) % kRecent;
 }
 
-ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit) {
+ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit) {
   auto& pf = counters_.by_form[index_of(form)];
   // A last use takes a cached copy with it: nobody will ask for this entry again.
   auto served = [&](ChunkRef c) {

@@ -199,6 +199,7 @@ std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   if (off >= s.version.size || size == 0) return out;
   size = static_cast<size_t>(std::min<uint64_t>(size, s.version.size - off));
   const uint64_t cs = store_.chunk_size();
+  out.reserve((off + size - 1) / cs - off / cs + 1);
   try {
     for (uint64_t pos = off; pos < off + size;) {
       const uint64_t idx = pos / cs, chunk_start = idx * cs;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <unordered_map>
@@ -103,13 +104,19 @@ std::string_view Tree::name(uint32_t id) const {
   return std::string_view(arena_).substr(n.name_off, n.name_len);
 }
 
+// Built back to front into one allocation: this runs on every request (the cache keys and the
+// source reads need the path), and a chain of appends costs several.
 std::string Tree::path(uint32_t id) const {
-  std::vector<uint32_t> chain;
-  for (uint32_t cur = id; cur != kRoot; cur = nodes_[cur].parent) chain.push_back(cur);
-  std::string p;
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    if (!p.empty()) p += '/';
-    p += name(*it);
+  size_t len = 0;
+  for (uint32_t cur = id; cur != kRoot; cur = nodes_[cur].parent) len += nodes_[cur].name_len + 1u;
+  if (len == 0) return {};
+  std::string p(len - 1, '/');
+  size_t end = p.size();
+  for (uint32_t cur = id; cur != kRoot; cur = nodes_[cur].parent) {
+    const Node& n = nodes_[cur];
+    end -= n.name_len;
+    std::memcpy(p.data() + end, arena_.data() + n.name_off, n.name_len);
+    if (end > 0) end--;  // the '/' before this component is already there
   }
   return p;
 }

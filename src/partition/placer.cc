@@ -54,6 +54,11 @@ std::optional<Slot> Placer::slot_of(uint64_t h) const {
   return l ? slot_in(*l, h) : std::nullopt;
 }
 
+Placer::Placement Placer::place(uint64_t h) const {
+  std::shared_ptr<const Layout> l = layout_.load(std::memory_order_acquire);
+  return l ? Placement{true, slot_in(*l, h)} : Placement{};
+}
+
 void Placer::for_each_moved(const Layout& from, const Layout& to,
                             const std::function<void(uint32_t, std::optional<Slot>)>& fn) const {
   for_each_sample(tree_, shapes_, [&](uint32_t id) {

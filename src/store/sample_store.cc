@@ -21,8 +21,13 @@ Sample SampleStore::resolve(uint32_t node) const {
   s.version = tree_.version(node);
   s.dims = tree_.dims(node);
   s.is_sample = S_ISREG(tree_.node(node).mode) && shapes().is_sample(s.dims);
-  s.placed = placer_.active();
-  if (s.placed && s.is_sample) s.slot = placer_.slot_of(Placer::sample_hash(s.path));
+  if (s.is_sample) {
+    const Placer::Placement p = placer_.place(Placer::sample_hash(s.path));
+    s.placed = p.active;
+    s.slot = p.slot;
+  } else {
+    s.placed = placer_.active();
+  }
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include "prepfs/cache/key.h"
 #include "prepfs/cache/ram_tier.h"
 #include "prepfs/cache/ssd_tier.h"
+#include "prepfs/common/function_ref.h"
 #include "prepfs/common/stats.h"
 
 namespace prepfs {
@@ -58,7 +59,7 @@ class TierManager {
   explicit TierManager(const CacheConfig& cfg);  // throws Error when ssd_dir is unusable
   ~TierManager();
 
-  using Fill = std::function<ChunkRef()>;
+  using Fill = FunctionRef<ChunkRef()>;
   // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
   // the same key wait for that one run) and admits what it returns to the tiers `admit` names
   // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk not admitted to RAM is kept
@@ -66,7 +67,7 @@ class TierManager {
   // a file into several) do not fetch or render it again; with admit.last_use it is kept nowhere
   // and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
   // nothing is admitted then.
-  ChunkRef get_or_fill(const CacheKey& key, Form form, const Fill& fill, Admission admit = {});
+  ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {});
 
   // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
   // filling or admitting anything.

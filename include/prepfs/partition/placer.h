@@ -47,6 +47,12 @@ class Placer {
   bool active() const { return layout_.load(std::memory_order_acquire) != nullptr; }
   // The slot of a sample by its hash (nullopt: kept in no form, or no plan yet).
   std::optional<Slot> slot_of(uint64_t sample_hash) const;
+  // Both at once, from one look at the layout: whether a plan is enforced, and the slot.
+  struct Placement {
+    bool active = false;
+    std::optional<Slot> slot;
+  };
+  Placement place(uint64_t sample_hash) const;
   static uint64_t sample_hash(std::string_view path);
 
   Layout layout() const;  // all zero before the first set()
