@@ -143,3 +143,24 @@ TEST(Options, Partition) {
                           "partition=fixed:0/0/0/50/50/1", "partition=fixed:1/2/3/4/5/6/7"})
     EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
 }
+
+#include "prepfs/common/mountinfo.h"
+
+TEST(Mountinfo, ParsesTheFieldsAfterOptionalOnesAndDecodesEscapes) {
+  prepfs::MountEntry e;
+  ASSERT_TRUE(prepfs::parse_mountinfo_line(
+      "36 35 0:52 / /mnt/with\\040space rw,nosuid shared:7 master:1 - fuse.prepfs /data rw,user_id=0", &e));
+  EXPECT_EQ(e.major, 0u);
+  EXPECT_EQ(e.minor, 52u);
+  EXPECT_EQ(e.mount_point, "/mnt/with space");
+  EXPECT_EQ(e.fstype, "fuse.prepfs");
+  ASSERT_TRUE(prepfs::parse_mountinfo_line("22 1 8:1 / / rw - ext4 /dev/sda1 rw", &e));
+  EXPECT_EQ(e.major, 8u);
+  EXPECT_EQ(e.mount_point, "/");
+  EXPECT_FALSE(prepfs::parse_mountinfo_line("garbage", &e));
+  EXPECT_FALSE(prepfs::parse_mountinfo_line("36 35 0:52 / /mnt rw no-separator-here", &e));
+  // This process's own table parses, and has a root.
+  bool root = false;
+  for (const prepfs::MountEntry& m : prepfs::read_mountinfo()) root |= m.mount_point == "/";
+  EXPECT_TRUE(root);
+}
