@@ -2,8 +2,9 @@
 
 namespace prepfs {
 
-RamTier::RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters)
-    : index_(budget, std::move(policy)), counters_(counters) {}
+RamTier::RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters,
+                 SampleResidency* residency)
+    : index_(budget, std::move(policy), residency), counters_(counters) {}
 
 ChunkRef RamTier::get(const CacheKey& key) {
   std::lock_guard lock(mu_);
@@ -18,12 +19,12 @@ ChunkRef RamTier::get(const CacheKey& key) {
   return it->second;
 }
 
-bool RamTier::put(const CacheKey& key, ChunkRef chunk, Form form) {
+bool RamTier::put(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
   std::vector<CacheKey> evicted;
   std::vector<ChunkRef> released;  // freed after the lock is dropped: large frees are slow
   {
     std::lock_guard lock(mu_);
-    if (!index_.admit(key, chunk->size(), form, &evicted)) {
+    if (!index_.admit(key, chunk->size(), form, &evicted, sample)) {
       bump(counters_.rejected);
       return false;
     }
@@ -60,6 +61,11 @@ void RamTier::clear() {
 bool RamTier::contains(const CacheKey& key) const {
   std::lock_guard lock(mu_);
   return index_.contains(key);
+}
+
+void RamTier::sample_changed(uint32_t sample) {
+  std::lock_guard lock(mu_);
+  index_.sample_changed(sample);
 }
 
 TierStats RamTier::stats() const {

@@ -29,8 +29,8 @@ std::atomic<uint64_t> g_tmp_seq{0};
 }  // namespace
 
 SsdTier::SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy,
-                 TierCounters& counters)
-    : dir_(dir), counters_(counters), index_(budget, std::move(policy)) {
+                 TierCounters& counters, SampleResidency* residency)
+    : dir_(dir), counters_(counters), index_(budget, std::move(policy), residency) {
   mkdir_p(dir_ + "/chunks");
   mkdir_p(dir_ + "/tmp");
   // Leftovers of a crash mid-write: never renamed into place, so never valid entries.
@@ -129,7 +129,7 @@ void SsdTier::unlink_keys(const std::vector<CacheKey>& keys) {
   bump(counters_.evictions, keys.size());
 }
 
-ChunkRef SsdTier::get(const CacheKey& key) {
+ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   std::string path;
   {
     std::lock_guard lock(mu_);
@@ -138,6 +138,7 @@ ChunkRef SsdTier::get(const CacheKey& key) {
       return nullptr;
     }
     index_.touch(key);
+    index_.adopt(key, sample);
     path = find_path(key);
   }
   auto corrupt = [&](const char* why) -> ChunkRef {
@@ -201,7 +202,7 @@ ChunkRef SsdTier::get(const CacheKey& key) {
   return chunk;
 }
 
-bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form) {
+bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
   {
     std::lock_guard lock(mu_);
     if (index_.contains(key)) return true;
@@ -213,7 +214,7 @@ bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form) {
       return false;
     }
     queued_bytes_ += chunk->size();
-    queue_.push_back(Job{key, std::move(chunk), form});
+    queue_.push_back(Job{key, std::move(chunk), form, sample});
   }
   q_cv_.notify_one();
   return true;
@@ -252,7 +253,7 @@ void SsdTier::write_entry(const Job& job) {
     std::lock_guard lock(mu_);
     if (doomed_.erase(job.key) || index_.contains(job.key)) return;
     // Space is reserved before the write so the files on disk never exceed the budget.
-    if (!index_.admit(job.key, disk_size, job.form, &evicted)) {
+    if (!index_.admit(job.key, disk_size, job.form, &evicted, job.sample)) {
       bump(counters_.rejected);
       return;
     }
@@ -333,6 +334,11 @@ void SsdTier::write_entry(const Job& job) {
   } else {
     spdlog::warn("ssd tier: cannot write {}: {}", final_path, std::strerror(err));
   }
+}
+
+void SsdTier::sample_changed(uint32_t sample) {
+  std::lock_guard lock(mu_);
+  index_.sample_changed(sample);
 }
 
 void SsdTier::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {

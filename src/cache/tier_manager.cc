@@ -4,10 +4,25 @@
 
 namespace prepfs {
 
-TierManager::TierManager(const CacheConfig& cfg) {
-  ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1), counters_.ram);
+TierManager::TierManager(const CacheConfig& cfg) : residency_(cfg.samples) {
+  ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1, cfg.knowledge), counters_.ram,
+                                   &residency_);
   if (cfg.ssd_bytes > 0)
-    ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2), counters_.ssd);
+    ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2, cfg.knowledge),
+                                     counters_.ssd, &residency_);
+}
+
+bool TierManager::contains(const CacheKey& key) {
+  if (ram_->contains(key) || (ssd_ && ssd_->contains(key))) return true;
+  std::lock_guard lock(recent_mu_);
+  for (const auto& [k, c] : recent_)
+    if (c && k == key) return true;
+  return false;
+}
+
+void TierManager::sample_changed(uint32_t sample) {
+  ram_->sample_changed(sample);
+  if (ssd_) ssd_->sample_changed(sample);
 }
 
 TierManager::~TierManager() = default;
@@ -25,7 +40,7 @@ void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
   recent_next_ = (recent_next_ + 1) % kRecent;
 }
 
-ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit) {
+ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample) {
   auto& pf = counters_.by_form[index_of(form)];
   // A last use takes a cached copy with it: nobody will ask for this entry again.
   auto served = [&](ChunkRef c) {
@@ -62,13 +77,13 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
   } done{this, key};
 
   try {
-    ChunkRef chunk = ssd_ ? ssd_->get(key) : nullptr;
+    ChunkRef chunk = ssd_ ? ssd_->get(key, sample) : nullptr;
     if (!chunk) {
       bump(counters_.fills);
       chunk = fill();
       bump(pf.misses);
       bump(pf.miss_bytes, chunk->size());
-      if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form);
+      if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form, sample);
     } else {
       bump(pf.ssd_hits);
       bump(pf.ssd_hit_bytes, chunk->size());
@@ -77,8 +92,8 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
     // queued, and may not be readable back for a while).
     if (admit.ram)
-      ram_->put(key, chunk, form);
-    else if (!admit.last_use)
+      ram_->put(key, chunk, form, sample);
+    else if (admit.recent)
       recent_put(key, chunk);
     promise.set_value(chunk);
     return chunk;

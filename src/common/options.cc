@@ -64,7 +64,11 @@ const std::vector<OptionDoc>& option_docs() {
       {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
       {"ssd", "SIZE", "SSD tier budget (default 10G; 0 disables the SSD tier)"},
       {"ssd_dir", "DIR", "where the SSD tier and the metadata index live (default /var/cache/prepfs)"},
-      {"eviction", "POLICY", "eviction policy of both tiers: lru (default), random, none"},
+      {"eviction", "POLICY",
+       "eviction policy of both tiers: auto (default: lru, and belady while a job has published its order), lru, "
+       "lfu, random, none, belady, importance"},
+      {"prefetch_window", "SIZE", "bytes prefetched ahead of the jobs' published orders and not read yet (default 256M; 0: off)"},
+      {"prefetch_threads", "N", "prefetches in flight at once (default 16)"},
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
@@ -114,9 +118,15 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     o.ssd_dir = std::string(value);
   } else if (key == "eviction") {
     need_value();
-    if (value != "lru" && value != "random" && value != "none")
-      throw bad_value(key, value, "expected lru, random or none");
+    static const char* policies[] = {"auto", "lru", "lfu", "random", "none", "belady", "importance"};
+    if (std::none_of(std::begin(policies), std::end(policies), [&](const char* p) { return value == p; }))
+      throw bad_value(key, value, "expected auto, lru, lfu, random, none, belady or importance");
     o.eviction = std::string(value);
+  } else if (key == "prefetch_window") {
+    o.prefetch_window = size();
+  } else if (key == "prefetch_threads") {
+    need_value();
+    o.prefetch_threads = parse_count(key, value, 1, 256);
   } else if (key == "metadata_ttl") {
     need_value();
     o.metadata_ttl = parse_seconds(key, value);

@@ -76,7 +76,9 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
   const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
-  ChunkRef bytes = store_.augmented(store_.resolve(node), n / aug_reuse_, last_serve);
+  const Sample s = store_.resolve(node);
+  store_.note_read(s);
+  ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
   OpenReply r;
   r.fh = open_.add(bytes, bytes->data(), bytes->size());
   r.direct_io = true;  // never let the page cache hand out an older variant

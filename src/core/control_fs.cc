@@ -22,13 +22,13 @@ const ControlFs::File& ControlFs::file(uint64_t ino) const {
 const ControlFs::File& ControlFs::writable(uint64_t ino) const {
   if (ino == 1) throw Error(EROFS, "the control directory is read-only");
   const File& f = file(ino);
-  if (!f.write) throw Error(EROFS, "control file " + f.name + " is read-only");
+  if (!f.write && !f.session) throw Error(EROFS, "control file " + f.name + " is read-only");
   return f;
 }
 
 uint32_t ControlFs::mode_of(const File& f) {
   // Writable command files belong to the daemon's owner; readable files to anyone who can see them.
-  return S_IFREG | (f.render ? 0444 : 0) | (f.write ? 0200 : 0);
+  return S_IFREG | (f.render ? 0444 : 0) | (f.write || f.session ? 0200 : 0);
 }
 
 Attr ControlFs::getattr(uint64_t ino) {
@@ -78,6 +78,10 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
   OpenReply r;
   r.fh = open_.add(snapshot, snapshot->data(), snapshot->size());
   r.direct_io = true;
+  if (f.session && (flags & O_ACCMODE) != O_RDONLY) {
+    std::lock_guard lock(sessions_mu_);
+    sessions_[r.fh] = f.session();
+  }
   return r;
 }
 
@@ -88,7 +92,18 @@ std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t s
 size_t ControlFs::write(uint64_t ino, uint64_t fh, uint64_t, std::string_view data) {
   const File& f = writable(ino);
   open_.check(fh);
-  f.write(data);
+  if (f.session) {
+    std::shared_ptr<WriteSession> session;
+    {
+      std::lock_guard lock(sessions_mu_);
+      auto it = sessions_.find(fh);
+      if (it == sessions_.end()) throw Error(EBADF, "control file " + f.name + " was not opened for writing");
+      session = it->second;
+    }
+    session->write(data);
+  } else {
+    f.write(data);
+  }
   return data.size();
 }
 
@@ -97,6 +112,17 @@ Attr ControlFs::truncate(uint64_t ino, uint64_t) {
   return getattr(ino);
 }
 
-void ControlFs::release(uint64_t, uint64_t fh) { open_.release(fh); }
+void ControlFs::release(uint64_t, uint64_t fh) {
+  open_.release(fh);
+  std::shared_ptr<WriteSession> session;
+  {
+    std::lock_guard lock(sessions_mu_);
+    auto it = sessions_.find(fh);
+    if (it == sessions_.end()) return;
+    session = std::move(it->second);
+    sessions_.erase(it);
+  }
+  session->close();  // errors here have no writer left to see them: the session logs them
+}
 
 }  // namespace prepfs

@@ -17,6 +17,12 @@
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
 #include "prepfs/core/data_fs.h"
+#include "prepfs/core/job_files.h"
+#include "prepfs/core/view_paths.h"
+#include "prepfs/index/sample_list.h"
+#include "prepfs/partition/job_knowledge.h"
+#include "prepfs/store/prefetcher.h"
+#include "prepfs/store/staging.h"
 #include "prepfs/index/sample_shapes.h"
 #include "prepfs/index/tree_store.h"
 #include "prepfs/observe/metrics.h"
@@ -90,13 +96,21 @@ unsigned transform_cores(const Options& o) {
   return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
 }
 
-CacheConfig cache_config(const Options& o, const std::string& cache_dir) {
+CacheConfig cache_config(const Options& o, const std::string& cache_dir, size_t nodes, const SampleKnowledge* k) {
   CacheConfig cc;
   cc.ram_bytes = o.ram_bytes;
   cc.ssd_bytes = o.ssd_bytes;
   cc.ssd_dir = cache_dir + "/ssd";
   cc.eviction = o.eviction;
+  cc.samples = nodes;
+  cc.knowledge = k;
   return cc;
+}
+
+StoreConfig::Members members_for(const std::string& eviction) {
+  if (eviction == "belady" || eviction == "importance") return StoreConfig::Members::policy;
+  if (eviction == "auto") return StoreConfig::Members::policy_with_order;
+  return StoreConfig::Members::placement;
 }
 
 }  // namespace
@@ -117,22 +131,31 @@ struct Daemon::Parts {
   std::unique_ptr<CacheDirLock> lock;
   bool index_reused = false;
   std::unique_ptr<Tree> tree;
-  std::unique_ptr<TierManager> cache;
   SampleShapes shapes;
+  std::unique_ptr<SampleList> samples;
+  std::unique_ptr<JobKnowledge> knowledge;  // published orders, importance
+  std::unique_ptr<TierManager> cache;
   ViewCounters views;
   RenderCounters renders;
+  PrefetchCounters prefetch_counters;
   ReplyCounters replies;  // filled by the front door's data sessions, read by the profiler
   Invalidations invalidations;
   std::unique_ptr<Placer> placer;
   std::unique_ptr<Renderer> renderer;
+  std::unique_ptr<Staging> staging;
   std::unique_ptr<SampleStore> store;
   std::unique_ptr<DataFs> data_fs;
   std::unique_ptr<AugmentedFs> augmented_fs;
+  std::unique_ptr<ImageNames> image_names;
+  std::unique_ptr<ViewPaths> view_paths;
+  std::unique_ptr<Prefetcher> prefetcher;  // null with prefetch_window=0
   std::unique_ptr<Profiler> profiler;
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
 
-  StatsSources stats_sources() const { return StatsSources{*cache, *source, *tree, views, renders, profiler.get()}; }
+  StatsSources stats_sources() const {
+    return StatsSources{*cache, *source, *tree, views, renders, profiler.get(), &prefetch_counters, knowledge.get()};
+  }
 
   PlannerConfig planner_config() const {
     PlannerConfig pc;
@@ -164,8 +187,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.index_reused = loaded.from_index;
   p.tree = std::make_unique<Tree>(std::move(loaded.tree));
 
+  p.samples = std::make_unique<SampleList>(*p.tree, p.shapes);
+  p.knowledge = std::make_unique<JobKnowledge>(p.tree->size());
   try {
-    p.cache = std::make_unique<TierManager>(cache_config(opts, p.cache_dir));
+    p.cache = std::make_unique<TierManager>(cache_config(opts, p.cache_dir, p.tree->size(), p.knowledge.get()));
   } catch (const Error& e) {
     throw Error(e.err(), "ssd_dir " + opts.ssd_dir + " is not usable: " + e.what());
   }
@@ -180,13 +205,28 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.seed = opts.seed;
   rc.cpu = transform_cores(opts);
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
-  p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer);
+  p.staging = std::make_unique<Staging>(opts.prefetch_window, p.cache->residency(),
+                                        p.prefetch_counters);
+  StoreConfig sc;
+  sc.members = members_for(opts.eviction);
+  p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
+                                          JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc);
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
   p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout);
+  p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
+  p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
+  if (opts.prefetch_window > 0) {
+    PrefetchConfig pc;
+    pc.window_bytes = opts.prefetch_window;
+    pc.max_in_flight = opts.prefetch_threads;
+    p.prefetcher = std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc,
+                                                p.prefetch_counters,
+                                                [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
+  }
 
   // The partition model's measurements, ticking once a second from the end of construction.
   p.profiler = std::make_unique<Profiler>(ProfilerSources{*p.tree, p.shapes, *p.source, *p.cache, p.renders, p.views,
@@ -207,6 +247,16 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       {"plan", [&p] { return p.planner->report_text(); }},
       {"plan.json", [&p] { return p.planner->report_json(); }},
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
+      {"samples", [&p] { return render_samples(*p.samples, *p.tree, *p.view_paths); }},
+      {"resident", [&p] { return render_resident(*p.samples, p.cache->residency()); }},
+      {"order", nullptr, nullptr,
+       [&p] {
+         return open_order_session(*p.knowledge, *p.view_paths, [&p] {
+           if (p.prefetcher) p.prefetcher->wake();
+         });
+       }},
+      {"importance", nullptr, nullptr,
+       [&p] { return open_importance_session(*p.knowledge, *p.samples, *p.view_paths); }},
   });
 
   p.profiler->on_tick([&p] { p.planner->on_tick(); });
@@ -217,6 +267,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
+  if (p_->prefetcher) p_->prefetcher->stop();
   p_->cache->flush();
 }
 
@@ -224,6 +275,7 @@ void Daemon::evict_all() {
   // Queued SSD writes land first, so nothing reappears after the tiers are empty.
   p_->cache->flush();
   p_->cache->evict_all();
+  p_->staging->clear();
   spdlog::info("evicted every cached entry (.prepfs/evict)");
 }
 

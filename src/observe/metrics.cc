@@ -203,6 +203,21 @@ std::string render_metrics(const StatsSources& s) {
 
   gauge("prepfs_index_entries", "Entries in the metadata index.", s.tree.size());
   gauge("prepfs_index_files", "Regular files in the metadata index.", s.tree.file_count());
+  if (s.prefetch) {
+    const PrefetchCounters& pc = *s.prefetch;
+    counter("prepfs_prefetch_samples_total", "Samples fetched or rendered ahead of their read (published orders).",
+            load(pc.prefetched));
+    counter("prepfs_prefetch_hits_total", "Reads served by something prefetched.", load(pc.hits));
+    counter("prepfs_prefetch_late_total", "Reads that waited for a prefetch still in flight.", load(pc.late));
+    counter("prepfs_prefetch_wasted_total", "Prefetched entries dropped before any read took them.", load(pc.wasted));
+    counter("prepfs_prefetch_bytes_total", "Bytes prefetched.", load(pc.bytes));
+  }
+  if (s.jobs) {
+    gauge("prepfs_jobs", "Jobs with a published order.", s.jobs->jobs().size());
+    uint64_t pending = 0;
+    for (const JobStatus& j : s.jobs->jobs()) pending += j.pending;
+    gauge("prepfs_jobs_pending_accesses", "Published accesses not read yet, over all jobs.", pending);
+  }
   if (profiler) profile_gauges(p, profiler->profile());
   return p.str();
 }

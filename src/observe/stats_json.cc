@@ -45,6 +45,29 @@ std::string profile_json(const Profile& p) {
       form_name(p.view), p.aug_reuse, names_json(p, true), names_json(p, false));
 }
 
+// "prefetch" (what the published orders made the daemon do) and "jobs" (each job's order).
+std::string jobs_json(const StatsSources& s) {
+  std::string out;
+  if (s.prefetch) {
+    const PrefetchCounters& p = *s.prefetch;
+    out += fmt::format(
+        R"(,
+  "prefetch": {{"prefetched": {}, "hits": {}, "late": {}, "wasted": {}, "bytes": {}, "max_in_flight": {}, "max_window_bytes": {}}})",
+        load(p.prefetched), load(p.hits), load(p.late), load(p.wasted), load(p.bytes), load(p.max_in_flight),
+        load(p.max_window_bytes));
+  }
+  if (s.jobs) {
+    std::string list;
+    for (const JobStatus& j : s.jobs->jobs())
+      list += fmt::format(R"({}{{"name": "{}", "published": {}, "consumed": {}, "pending": {}}})", list.empty() ? "" : ", ",
+                          j.name, j.published, j.consumed, j.pending);
+    out += fmt::format(R"(,
+  "jobs": {{"list": [{}], "unexpected_reads": {}}})",
+                       list, s.jobs->unexpected_reads());
+  }
+  return out;
+}
+
 std::string render_stats_json(const StatsSources& s) {
   TierManager& cache = s.cache;
   Source& source = s.source;
@@ -75,8 +98,7 @@ std::string render_stats_json(const StatsSources& s) {
       load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
       load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented), load(rc.from_decoded),
       load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(), s.tree.file_count(),
-      s.tree.image_count(), s.tree.memory_bytes(),
-      profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string());
+      s.tree.image_count(), s.tree.memory_bytes(), jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
 }
 
 }  // namespace prepfs

@@ -56,7 +56,14 @@ std::optional<Slot> Placer::slot_of(uint64_t h) const {
 
 Placer::Placement Placer::place(uint64_t h) const {
   std::shared_ptr<const Layout> l = layout_.load(std::memory_order_acquire);
-  return l ? Placement{true, slot_in(*l, h)} : Placement{};
+  if (!l) return Placement{};
+  Placement p{true, slot_in(*l, h), 0};
+  uint64_t lower = 0;
+  for (size_t i = 0; i < kSlots; i++) {
+    if ((*l)[i] > lower) p.held |= uint8_t(1u << i);
+    lower = std::max(lower, (*l)[i]);
+  }
+  return p;
 }
 
 void Placer::for_each_moved(const Layout& from, const Layout& to,

@@ -69,10 +69,15 @@ ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket,
     bump(counters_.waits);
     cpu_slots_.acquire();
   }
+  busy_.fetch_add(1, std::memory_order_relaxed);
   struct Release {
     std::counting_semaphore<1024>& sem;
-    ~Release() { sem.release(); }
-  } release{cpu_slots_};
+    std::atomic<int>& busy;
+    ~Release() {
+      busy.fetch_sub(1, std::memory_order_relaxed);
+      sem.release();
+    }
+  } release{cpu_slots_, busy_};
   const uint64_t t0 = thread_cpu_ns();
   try {
     ChunkRef out = body();

@@ -11,8 +11,8 @@
 namespace prepfs {
 
 SampleStore::SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
-                         StoreConfig cfg)
-    : source_(source), tree_(tree), cache_(cache), placer_(placer), renderer_(renderer), cfg_(cfg) {}
+                         StoreConfig cfg, JobSupport jobs)
+    : source_(source), tree_(tree), cache_(cache), placer_(placer), renderer_(renderer), cfg_(cfg), jobs_(jobs) {}
 
 Sample SampleStore::resolve(uint32_t node) const {
   Sample s;
@@ -25,6 +25,7 @@ Sample SampleStore::resolve(uint32_t node) const {
     const Placer::Placement p = placer_.place(Placer::sample_hash(s.path));
     s.placed = p.active;
     s.slot = p.slot;
+    s.held = p.held;
   } else {
     s.placed = placer_.active();
   }
@@ -35,6 +36,37 @@ Admission SampleStore::admission(const Sample& s, Form form) {
   if (!s.placed || !s.is_sample) return Admission{};
   if (!s.slot || s.slot->form != form) return Admission::none();
   return Admission{s.slot->tier == Tier::ram, s.slot->tier == Tier::ssd};
+}
+
+Admission SampleStore::admit(const Sample& s, Form form) const {
+  const bool policy = cfg_.members == StoreConfig::Members::policy ||
+                      (cfg_.members == StoreConfig::Members::policy_with_order && jobs_.knowledge &&
+                       jobs_.knowledge->has_future());
+  if (!policy || !s.placed || !s.is_sample) return admission(s, form);
+  // The plan sizes each (form, tier); the ranking policy picks its members as they are read.
+  const auto held = [&](Tier t) { return (s.held >> (index_of(form) + kForms * index_of(t))) & 1; };
+  return Admission{bool(held(Tier::ram)), bool(held(Tier::ssd))};
+}
+
+template <class Make>
+ChunkRef SampleStore::staged_or(const CacheKey& key, Make&& make) {
+  if (jobs_.staging) {
+    if (ChunkRef c = jobs_.staging->take(key)) {
+      if (jobs_.counters) bump(jobs_.counters->hits);
+      return c;
+    }
+  }
+  return make();
+}
+
+void SampleStore::note_if_late(const CacheKey& key) {
+  if (prefetching_count_.load(std::memory_order_relaxed) == 0 || !jobs_.counters) return;
+  std::lock_guard lock(prefetching_mu_);
+  if (prefetching_.count(key)) bump(jobs_.counters->late);
+}
+
+void SampleStore::note_read(const Sample& s) {
+  if (jobs_.knowledge && jobs_.knowledge->note_access(s.node)) cache_.sample_changed(s.node);
 }
 
 CacheKey SampleStore::key(const Sample& s, Form form, uint32_t variant, uint64_t chunk) const {
@@ -65,8 +97,10 @@ ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
   if (index * cfg_.chunk_size >= s.version.size && !(index == 0 && s.version.size == 0))
     throw Error(EINVAL, "chunk " + std::to_string(index) + " is past the end of " + s.path);
   const size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.chunk_size, s.version.size - index * cfg_.chunk_size));
+  const CacheKey k = key(s, Form::raw, 0, index);
+  note_if_late(k);
   ChunkRef c = cache_.get_or_fill(
-      key(s, Form::raw, 0, index), Form::raw, [&] { return fetch_chunk(s, index); }, admission(s, Form::raw));
+      k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, index); }); }, admit(s, Form::raw), s.node);
   if (c->size() != len) throw Error(EIO, "cached chunk of " + s.path + " has the wrong size");
   return c;
 }
@@ -93,25 +127,90 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
 
 ChunkRef SampleStore::decoded(const Sample& s) {
   renderer_.check_renderable(s);
+  const CacheKey k = key(s, Form::decoded, 0, 0);
+  note_if_late(k);
   return cache_.get_or_fill(
-      key(s, Form::decoded, 0, 0), Form::decoded, [&] { return renderer_.decoded(s, jpeg(s)); },
-      admission(s, Form::decoded));
+      k, Form::decoded, [&] { return staged_or(k, [&] { return renderer_.decoded(s, jpeg(s)); }); },
+      admit(s, Form::decoded), s.node);
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
   renderer_.check_renderable(s);
-  const Admission admit = last_serve ? Admission::last() : admission(s, Form::augmented);
+  const Admission admission = last_serve ? Admission::last() : admit(s, Form::augmented);
+  const CacheKey k = key(s, Form::augmented, variant, 0);
+  note_if_late(k);
   return cache_.get_or_fill(
-      key(s, Form::augmented, variant, 0), Form::augmented,
-      [&] {
-        // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets
-        // its pixels decoded (and admitted) first, so an epoch read through augmented/ fills the
-        // decoded slots too.
-        ChunkRef dec = cache_.lookup(key(s, Form::decoded, 0, 0));
-        if (!dec && admission(s, Form::decoded).any()) dec = decoded(s);
-        return renderer_.augmented(s, variant, dec, [&] { return jpeg(s); });
-      },
-      admit);
+      k, Form::augmented, [&] { return staged_or(k, [&] { return render_augmented(s, variant); }); }, admission,
+      s.node);
+}
+
+// Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets its
+// pixels decoded (and admitted) first, so an epoch read through augmented/ fills the decoded
+// slots too.
+ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant) {
+  const CacheKey dk = key(s, Form::decoded, 0, 0);
+  ChunkRef dec = cache_.lookup(dk);
+  if (!dec && jobs_.staging) dec = jobs_.staging->take(dk);
+  if (!dec && admit(s, Form::decoded).any()) dec = decoded(s);
+  return renderer_.augmented(s, variant, dec, [&] { return jpeg(s); });
+}
+
+template <class Make>
+uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make) {
+  if (cache_.contains(key) || (jobs_.staging && jobs_.staging->contains(key))) return 0;
+  const Admission where = admit(s, form);
+  {
+    std::lock_guard lock(prefetching_mu_);
+    prefetching_[key]++;
+    prefetching_count_++;
+  }
+  struct Done {
+    SampleStore* self;
+    const CacheKey& key;
+    ~Done() {
+      std::lock_guard lock(self->prefetching_mu_);
+      if (--self->prefetching_[key] == 0) self->prefetching_.erase(key);
+      self->prefetching_count_--;
+    }
+  } done{this, key};
+  // Kept where the placement keeps it; otherwise staged (not in the recent fills: the staging is
+  // the prefetcher's own, bounded, and the read takes it from there).
+  ChunkRef c = cache_.get_or_fill(key, form, make, where.any() ? where : Admission::staged(), s.node);
+  if (!where.any() && jobs_.staging) jobs_.staging->put(key, c, s.node);
+  return c->size();
+}
+
+uint64_t SampleStore::prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform) {
+  if (!s.is_sample && form != Form::raw) return 0;
+  if (form == Form::augmented && may_transform) {
+    // The variant the next open will serve (render ahead): staged, since an open usually is the
+    // variant's last serve and must not be admitted.
+    const CacheKey k = key(s, Form::augmented, variant, 0);
+    if (cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k))) return 0;
+    ChunkRef c = render_augmented(s, variant);
+    if (jobs_.staging) jobs_.staging->put(k, c, s.node);
+    return c->size();
+  }
+  if (form != Form::raw && may_transform) {
+    const CacheKey k = key(s, Form::decoded, 0, 0);
+    return prefetch_entry(s, k, Form::decoded, [&] { return renderer_.decoded(s, jpeg(s)); });
+  }
+  // Raw (or a transform without a free CPU slot): the bytes the read will start from.
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++) {
+    const CacheKey k = key(s, Form::raw, 0, i);
+    bytes += prefetch_entry(s, k, Form::raw, [&] { return fetch_chunk(s, i); });
+  }
+  return bytes;
+}
+
+bool SampleStore::ready(const Sample& s, Form form, uint32_t variant) {
+  auto held = [&](const CacheKey& k) { return cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k)); };
+  if (form == Form::augmented && held(key(s, Form::augmented, variant, 0))) return true;
+  if (form != Form::raw && held(key(s, Form::decoded, 0, 0))) return true;
+  for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++)
+    if (!held(key(s, Form::raw, 0, i))) return false;
+  return true;
 }
 
 void SampleStore::forget(const Sample& s, Form form, uint32_t variant) {

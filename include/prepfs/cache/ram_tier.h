@@ -13,10 +13,13 @@ namespace prepfs {
 
 class RamTier {
  public:
-  RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters);
+  RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters,
+          SampleResidency* residency = nullptr);
 
   ChunkRef get(const CacheKey& key);                         // null on a miss
-  bool put(const CacheKey& key, ChunkRef chunk, Form form);  // false when not admitted
+  // false when not admitted; `sample` owns the entry (residency, ranking policies).
+  bool put(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
+  void sample_changed(uint32_t sample);
   bool erase(const CacheKey& key);
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void clear();

@@ -40,12 +40,16 @@ class SsdTier {
   static constexpr uint64_t kMaxPendingBytes = 256ull << 20;
 
   // dir is created if needed. Throws Error when it cannot be created or written.
-  SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters);
+  SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters,
+          SampleResidency* residency = nullptr);
   ~SsdTier();  // drains the write queue, so a clean stop leaves every admitted chunk on disk
 
-  ChunkRef get(const CacheKey& key);  // null on a miss, and on a corrupt entry (then removed)
+  // null on a miss, and on a corrupt entry (then removed). An entry found on disk at start learns
+  // its sample on its first hit.
+  ChunkRef get(const CacheKey& key, uint32_t sample = kNoSample);
   // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
-  bool put_async(const CacheKey& key, ChunkRef chunk, Form form);
+  bool put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
+  void sample_changed(uint32_t sample);
   void erase(const CacheKey& key);
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void flush();  // waits until the queue is empty
@@ -62,6 +66,7 @@ class SsdTier {
     CacheKey key;
     ChunkRef chunk;
     Form form;
+    uint32_t sample;
   };
   void load_existing();
   void writer_loop();

@@ -11,6 +11,7 @@
 
 #include "prepfs/cache/key.h"
 #include "prepfs/cache/policy.h"
+#include "prepfs/cache/sample_residency.h"
 
 namespace prepfs {
 
@@ -29,12 +30,20 @@ struct TierStats {
 
 class TierIndex {
  public:
-  TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy);
+  // residency (may be null) counts the entries of each sample, shared by every tier.
+  TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, SampleResidency* residency = nullptr);
 
-  // Records key with size bytes after evicting what the policy chooses to make room. Returns
-  // false, and changes nothing, when the entry cannot fit (larger than the budget, or the policy
-  // does not evict). Evicted keys are appended to *evicted for the caller to release.
-  bool admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted);
+  // Records key (an entry of `sample`) with size bytes after evicting what the policy chooses to
+  // make room. Returns false, and changes nothing, when the entry cannot fit (larger than the
+  // budget, or the policy does not evict, or a policy that ranks samples keeps its victim over
+  // this one). Evicted keys are appended to *evicted for the caller to release.
+  bool admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted,
+             uint32_t sample = kNoSample);
+  // The next use or importance of a sample changed: its entries are re-ranked.
+  void sample_changed(uint32_t sample);
+  // Names the sample of an entry that had none (found on disk at start): it then counts for the
+  // sample's residency and ranks by it.
+  void adopt(const CacheKey& key, uint32_t sample);
   bool touch(const CacheKey& key);  // true when present; counts as a use for the policy
   bool contains(const CacheKey& key) const { return entries_.count(key) != 0; }
   bool remove(const CacheKey& key);  // true when it was present
@@ -42,7 +51,9 @@ class TierIndex {
   void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
   // Per-form byte quotas within the budget (the partition: how much of this tier each form may
   // hold). A form at its quota refuses new entries instead of evicting its own: what to keep is
-  // decided by the placement, and trading one kept sample for another only churns. Lowering a
+  // decided by the placement, and trading one kept sample for another only churns. Under a
+  // policy that ranks samples (belady, importance) the policy decides instead: a form at its
+  // quota evicts its own lowest-ranked entry for a better one. Lowering a
   // quota evicts nothing at once: a form above its quota is the first to give room (by its own
   // policy) when another entry needs it, so the tier migrates to a new partition gradually, never
   // by a flush. Without quotas every form may use the whole budget.
@@ -62,6 +73,7 @@ class TierIndex {
   struct Meta {
     uint64_t size;
     Form form;
+    uint32_t sample;
   };
   std::optional<CacheKey> victim_for_room();
   void erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::iterator it);
@@ -72,6 +84,7 @@ class TierIndex {
   std::array<size_t, kForms> form_entries_{};
   std::unordered_map<CacheKey, Meta, CacheKeyHash> entries_;
   std::unique_ptr<EvictionPolicy> policy_;
+  SampleResidency* residency_;
   std::array<uint64_t, kForms> quota_;
   std::array<std::unique_ptr<EvictionPolicy>, kForms> form_policy_;  // set with quotas only
 };

@@ -28,8 +28,12 @@ struct Admission {
   // The entry's last use (an augmented variant's last serve): a cached copy is served and then
   // dropped, a fill is kept nowhere, not even among the recent fills.
   bool last_use = false;
-  static Admission none() { return {false, false, false}; }
-  static Admission last() { return {false, false, true}; }
+  // Kept among the recent fills when admitted to no tier (the file's next read requests reuse
+  // it). Off for fills a caller keeps elsewhere itself (the prefetcher's staging).
+  bool recent = true;
+  static Admission none() { return {false, false, false, true}; }
+  static Admission last() { return {false, false, true, false}; }
+  static Admission staged() { return {false, false, false, false}; }
   bool any() const { return ram || ssd; }
 };
 
@@ -38,6 +42,8 @@ struct CacheConfig {
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  // the tier's own directory (already specific to one source)
   std::string eviction = "lru";
+  size_t samples = 0;   // entries name their sample by index node id below this (residency)
+  const SampleKnowledge* knowledge = nullptr;  // orders and importance, for belady/importance
 };
 
 struct CacheCounters {
@@ -67,7 +73,14 @@ class TierManager {
   // a file into several) do not fetch or render it again; with admit.last_use it is kept nowhere
   // and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
   // nothing is admitted then.
-  ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {});
+  // `sample` owns the entry (kNoSample: none): residency and ranking policies count by it.
+  ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
+  // Whether a tier (or the recent fills) holds key, without touching it.
+  bool contains(const CacheKey& key);
+  // A sample was read: its next use (and so its rank under belady) changed.
+  void sample_changed(uint32_t sample);
+  SampleResidency& residency() { return residency_; }  // the staging counts its samples too
+  const SampleResidency& residency() const { return residency_; }
 
   // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
   // filling or admitting anything.
@@ -90,6 +103,7 @@ class TierManager {
 
  private:
   CacheCounters counters_;
+  SampleResidency residency_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
   ChunkRef recent_get(const CacheKey& key);

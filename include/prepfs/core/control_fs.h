@@ -8,6 +8,9 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,10 +24,20 @@ class ControlFs final : public Filesystem {
  public:
   using Render = std::function<std::string()>;
   using Write = std::function<void(std::string_view data)>;
+  // A command channel with state per open handle (a job's order stream): one session per open
+  // for writing, fed every write in order, closed at release.
+  class WriteSession {
+   public:
+    virtual ~WriteSession() = default;
+    virtual void write(std::string_view data) = 0;  // Error -> the writer's errno
+    virtual void close() = 0;                       // the handle is released (flush a last line)
+  };
+  using OpenSession = std::function<std::unique_ptr<WriteSession>()>;
   struct File {
     std::string name;
     Render render;          // null: the file reads as empty
-    Write write = nullptr;  // null: read-only (EROFS)
+    Write write = nullptr;  // null: read-only (EROFS), unless `session` is set
+    OpenSession session = nullptr;
   };
   explicit ControlFs(std::vector<File> files);
 
@@ -48,6 +61,8 @@ class ControlFs final : public Filesystem {
   static uint32_t mode_of(const File& f);
   std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
   std::vector<File> files_;  // file i has inode i + 2; the directory is inode 1
+  std::mutex sessions_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<WriteSession>> sessions_;  // by handle
   OpenSnapshots open_;
 };
 

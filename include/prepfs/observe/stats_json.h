@@ -6,6 +6,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/stats.h"
 #include "prepfs/index/tree.h"
+#include "prepfs/partition/job_knowledge.h"
 #include "prepfs/partition/profiler.h"
 #include "prepfs/source/source.h"
 
@@ -19,6 +20,8 @@ struct StatsSources {
   const ViewCounters& views;
   const RenderCounters& renders;
   const Profiler* profiler = nullptr;  // null: no "profile" object / gauges
+  const PrefetchCounters* prefetch = nullptr;
+  const JobKnowledge* jobs = nullptr;   // published orders
 };
 
 std::string render_stats_json(const StatsSources& s);

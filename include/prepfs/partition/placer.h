@@ -51,6 +51,7 @@ class Placer {
   struct Placement {
     bool active = false;
     std::optional<Slot> slot;
+    uint8_t held = 0;  // bit form + 3 * tier: the plan gives (form, tier) room for some samples
   };
   Placement place(uint64_t sample_hash) const;
   static uint64_t sample_hash(std::string_view path);

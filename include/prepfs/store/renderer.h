@@ -47,6 +47,8 @@ class Renderer {
 
   // Throws EIO (logged once per file) unless the sample is one the views can render.
   void check_renderable(const Sample& s);
+  // A CPU slot is free right now (work ahead of the readers runs only then).
+  bool has_idle_slot() const { return busy_.load(std::memory_order_relaxed) < int(cfg_.cpu); }
 
   const RenderConfig& config() const { return cfg_; }
   const SampleShapes& shapes() const { return cfg_.shapes; }
@@ -65,6 +67,7 @@ class Renderer {
   uint64_t decoded_hash_;
   uint64_t augmented_hash_;
   std::counting_semaphore<1024> cpu_slots_;
+  std::atomic<int> busy_{0};  // slots taken
   std::mutex logged_mu_;
   std::unordered_set<uint32_t> logged_;  // files whose failure was already logged
 };

@@ -20,6 +20,7 @@ struct Sample {
   bool is_sample = false;    // a JPEG within max_pixels (index/sample_shapes.h)
   bool placed = false;       // a placement is enforced (else every fill is kept everywhere)
   std::optional<Slot> slot;  // where the placement keeps this sample, if anywhere
+  uint8_t held = 0;          // (form, tier) pairs the plan gives room at all (Placer::Placement::held)
 };
 
 }  // namespace prepfs

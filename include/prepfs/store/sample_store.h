@@ -5,26 +5,43 @@
 // Nothing above it builds a key, knows the chunk size or talks to a tier.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/forms.h"
 #include "prepfs/index/tree.h"
+#include "prepfs/partition/job_knowledge.h"
 #include "prepfs/partition/placer.h"
 #include "prepfs/source/source.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample.h"
+#include "prepfs/store/staging.h"
 
 namespace prepfs {
 
 struct StoreConfig {
   uint64_t chunk_size = 1ull << 20;  // raw bytes are cached in chunks of this size (part of the key)
+  // Who chooses which samples each (form, tier) keeps (the plan always sizes them): the
+  // placement's hash intervals, or the eviction policy when it ranks samples (belady,
+  // importance), or the policy while some job has a published future (auto).
+  enum class Members { placement, policy, policy_with_order };
+  Members members = Members::placement;
+};
+
+// What the store knows of the jobs and keeps for them; both may be null (no published orders).
+struct JobSupport {
+  JobKnowledge* knowledge = nullptr;  // reads are noted here (next uses, cursors)
+  Staging* staging = nullptr;         // prefetched entries, until read
+  PrefetchCounters* counters = nullptr;
 };
 
 class SampleStore {
  public:
   SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
-              StoreConfig cfg = {});
+              StoreConfig cfg = {}, JobSupport jobs = {});
 
   Sample resolve(uint32_t node) const;
 
@@ -39,6 +56,18 @@ class SampleStore {
   // augmented variants `variant` and the one before (the partition moved it elsewhere).
   void forget(const Sample& s, Form form, uint32_t variant);
 
+  // A job read this sample (through a view): its pending access is consumed, and the cache
+  // re-ranks its entries by their new next use.
+  void note_read(const Sample& s);
+
+  // Fetches or renders ahead what a read of `form` of s will need, keeping it where the
+  // placement says, else staged until the read takes it. A transform is done only when
+  // `may_transform` (a CPU slot is free); otherwise the raw bytes are fetched instead.
+  // Returns the bytes fetched or rendered (0 when everything was at hand already).
+  uint64_t prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform);
+  // Whether a read of `form` of s finds everything it needs without the source.
+  bool ready(const Sample& s, Form form, uint32_t variant);
+
   // Where a fill of `form` of s may be kept: its slot's tier when the slot holds that form,
   // nowhere when the slot holds another form, everywhere for files that are not samples.
   static Admission admission(const Sample& s, Form form);
@@ -52,6 +81,15 @@ class SampleStore {
   CacheKey key(const Sample& s, Form form, uint32_t variant, uint64_t chunk) const;
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
   JpegBytes jpeg(const Sample& s);
+  ChunkRef render_augmented(const Sample& s, uint32_t variant);
+  Admission admit(const Sample& s, Form form) const;  // admission(), or the policy's membership
+  // A fill: a staged entry when the prefetcher made one, else make().
+  template <class Make>
+  ChunkRef staged_or(const CacheKey& key, Make&& make);
+  void note_if_late(const CacheKey& key);
+  // The prefetcher's get_or_fill: where the placement keeps it, else staged.
+  template <class Make>
+  uint64_t prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make);
 
   Source& source_;
   const Tree& tree_;
@@ -59,6 +97,10 @@ class SampleStore {
   const Placer& placer_;
   Renderer& renderer_;
   StoreConfig cfg_;
+  JobSupport jobs_;
+  std::mutex prefetching_mu_;
+  std::unordered_map<CacheKey, int, CacheKeyHash> prefetching_;  // keys the prefetcher is filling
+  std::atomic<int> prefetching_count_{0};
 };
 
 }  // namespace prepfs

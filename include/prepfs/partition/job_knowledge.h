@@ -1,0 +1,94 @@
+// What the training jobs told the daemon: each job's upcoming accesses (.prepfs/order, appended
+// epoch by epoch) and per-sample importance (.prepfs/importance). It is the cache's
+// SampleKnowledge (when each sample is next read, how important it is) and the prefetcher's list
+// of what comes next.
+//
+// Each job's future is one sequence of (sample, form) accesses with absolute positions. A read
+// of a sample (through any view) consumes its earliest pending access among the jobs (the one
+// the job is closest to); a job's cursor is its first unconsumed position. Readers (DataLoader
+// workers) run a little out of order; that only delays the cursor.
+//
+// next_use() puts every job on one timeline: an access k positions ahead of its job's cursor is
+// k * (number of jobs) reads from now, assuming the jobs read at equal rates. For one job that is
+// exact, and belady is Belady's MIN.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "prepfs/cache/sample_knowledge.h"
+#include "prepfs/common/forms.h"
+
+namespace prepfs {
+
+struct Access {
+  uint32_t node;
+  Form form;  // the view the job reads it through
+};
+
+// One job's accesses ahead of its cursor, with their absolute positions.
+struct JobAhead {
+  std::string name;
+  uint64_t cursor = 0;  // first unconsumed position
+  std::vector<std::pair<uint64_t, Access>> ahead;
+};
+
+struct JobStatus {
+  std::string name;
+  uint64_t published = 0;  // accesses published so far
+  uint64_t consumed = 0;   // of those, read
+  uint64_t pending = 0;    // published, not read yet
+};
+
+class JobKnowledge final : public SampleKnowledge {
+ public:
+  explicit JobKnowledge(size_t nodes);
+  ~JobKnowledge() override;
+
+  // Appends to the job's future, creating the job.
+  void publish(const std::string& job, const std::vector<Access>& accesses);
+  void reset(const std::string& job);  // drops the job's pending future (a resumed job republishes)
+  void end(const std::string& job);    // the job is done: it is forgotten
+  // A sample was read. Returns true when a job expected it (one pending access consumed).
+  bool note_access(uint32_t node);
+  // Up to `max_per_job` pending accesses of every job, from its cursor or from `from[job]` when
+  // that is further (what the prefetcher has already looked at).
+  std::vector<JobAhead> upcoming(const std::map<std::string, uint64_t>& from, size_t max_per_job) const;
+  // Moves whenever an access is published or consumed (the prefetcher polls it).
+  uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
+  bool has_future() const override;
+
+  void set_importance(uint32_t node, double value);  // non-negative; later values replace earlier
+  void bump_generation();  // after a batch of set_importance (policies re-rank once)
+
+  uint64_t next_use(uint32_t node) const override;
+  double importance(uint32_t node) const override;
+  uint64_t generation() const override;
+
+  std::vector<JobStatus> jobs() const;
+  uint64_t unexpected_reads() const;  // reads no job had published
+
+ private:
+  struct Job;
+  Job& job_locked(const std::string& name);
+  void update_future_locked();
+  uint64_t next_use_locked(uint32_t node) const;
+
+  const size_t nodes_;
+  mutable std::shared_mutex mu_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::vector<float> importance_;  // NaN: never reported
+  uint64_t clock_ = 0;             // reads noted so far
+  uint64_t unexpected_ = 0;
+  std::atomic<uint64_t> generation_{1};
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<bool> future_{false};
+};
+
+}  // namespace prepfs

@@ -1,0 +1,186 @@
+#include "prepfs/core/job_files.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "prepfs/common/error.h"
+
+namespace prepfs {
+namespace {
+
+bool valid_job_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+// Splits what arrives into whole lines, keeping a partial last line for the next write.
+class LineSession : public ControlFs::WriteSession {
+ public:
+  void write(std::string_view data) override {
+    partial_.append(data.data(), data.size());
+    size_t start = 0;
+    for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+      line(trim(std::string_view(partial_).substr(start, nl - start)));
+    partial_.erase(0, start);
+    if (partial_.size() > (1u << 20)) throw Error(EINVAL, "a line over 1 MiB: not a path");
+    flush();
+  }
+  void close() override {
+    try {
+      if (!trim(partial_).empty()) line(trim(partial_));
+      partial_.clear();
+      flush();
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: {}", what(), e.what());
+    }
+  }
+
+ protected:
+  virtual void line(std::string_view l) = 0;
+  virtual void flush() = 0;  // after each write: apply what the lines gathered
+  virtual const char* what() const = 0;
+
+  // Unknown names are skipped; the first one is logged, the total at close.
+  void unknown(std::string_view l) {
+    if (unknown_++ == 0) spdlog::warn("{}: skipping '{}': no such sample in any view (further ones counted)", what(), l);
+  }
+  uint64_t unknown_ = 0;
+
+ private:
+  std::string partial_;
+};
+
+class OrderSession final : public LineSession {
+ public:
+  OrderSession(JobKnowledge& k, const ViewPaths& p, std::function<void()> published)
+      : knowledge_(k), paths_(p), published_(std::move(published)) {}
+  ~OrderSession() override {
+    if (unknown_ > 1) spdlog::warn("order of job {}: {} paths skipped (no such sample)", job_, unknown_);
+  }
+
+ protected:
+  const char* what() const override { return "order"; }
+
+  void line(std::string_view l) override {
+    if (l.empty() || l[0] == '#') return;
+    if (l.starts_with("job ") || l == "job") {
+      flush();
+      const std::string_view name = trim(l.substr(3));
+      if (!valid_job_name(name))
+        throw Error(EINVAL, "order: job name '" + std::string(name) + "' must be 1-64 of [A-Za-z0-9_.-]");
+      job_ = std::string(name);
+    } else if (l == "reset") {
+      flush();
+      knowledge_.reset(job_);
+    } else if (l == "end") {
+      flush();
+      knowledge_.end(job_);
+    } else if (auto t = paths_.resolve(l)) {
+      batch_.push_back(Access{t->node, t->form});
+    } else {
+      unknown(l);
+    }
+  }
+
+  void flush() override {
+    if (batch_.empty()) return;
+    knowledge_.publish(job_, batch_);
+    batch_.clear();
+    if (published_) published_();
+  }
+
+ private:
+  JobKnowledge& knowledge_;
+  const ViewPaths& paths_;
+  std::function<void()> published_;
+  std::string job_ = "default";
+  std::vector<Access> batch_;
+};
+
+class ImportanceSession final : public LineSession {
+ public:
+  ImportanceSession(JobKnowledge& k, const SampleList& s, const ViewPaths& p) : knowledge_(k), samples_(s), paths_(p) {}
+
+ protected:
+  const char* what() const override { return "importance"; }
+
+  void line(std::string_view l) override {
+    if (l.empty() || l[0] == '#') return;
+    const size_t sp = l.find_last_of(" \t");
+    if (sp == std::string_view::npos) return unknown(l);
+    const std::string value_text(trim(l.substr(sp + 1)));
+    char* end = nullptr;
+    const double value = std::strtod(value_text.c_str(), &end);  // accepts 1e-05
+    if (end == value_text.c_str() || *end != '\0' || !std::isfinite(value) || value < 0)
+      throw Error(EINVAL, "importance: '" + std::string(l) + "': the value must be a finite number >= 0");
+    const std::string_view who = trim(l.substr(0, sp));
+    uint32_t index = 0;
+    auto [ptr, ec] = std::from_chars(who.data(), who.data() + who.size(), index);
+    if (ec == std::errc() && ptr == who.data() + who.size()) {
+      if (index >= samples_.size()) return unknown(l);
+      knowledge_.set_importance(samples_.node(index), value);
+    } else if (auto t = paths_.resolve(who)) {
+      knowledge_.set_importance(t->node, value);
+    } else {
+      return unknown(l);
+    }
+    changed_ = true;
+  }
+
+  void flush() override {
+    if (changed_) knowledge_.bump_generation();  // the importance policy re-ranks once per write
+    changed_ = false;
+  }
+
+ private:
+  JobKnowledge& knowledge_;
+  const SampleList& samples_;
+  const ViewPaths& paths_;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+std::string render_samples(const SampleList& samples, const Tree& tree, const ViewPaths& paths) {
+  std::string out;
+  out.reserve(samples.size() * 64);
+  for (size_t i = 0; i < samples.size(); i++) {
+    const uint32_t node = samples.node(i);
+    out += tree.path(node);
+    out += '\t';
+    out += paths.image_path(node);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string render_resident(const SampleList& samples, const SampleResidency& residency) {
+  std::string bits((samples.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < samples.size(); i++)
+    if (residency.resident(samples.node(i))) bits[i / 8] = static_cast<char>(bits[i / 8] | (1 << (i % 8)));
+  return bits;
+}
+
+std::unique_ptr<ControlFs::WriteSession> open_order_session(JobKnowledge& knowledge, const ViewPaths& paths,
+                                                            std::function<void()> published) {
+  return std::make_unique<OrderSession>(knowledge, paths, std::move(published));
+}
+
+std::unique_ptr<ControlFs::WriteSession> open_importance_session(JobKnowledge& knowledge, const SampleList& samples,
+                                                                 const ViewPaths& paths) {
+  return std::make_unique<ImportanceSession>(knowledge, samples, paths);
+}
+
+}  // namespace prepfs

@@ -1,0 +1,206 @@
+#include "prepfs/partition/job_knowledge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace prepfs {
+namespace {
+
+constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+
+}  // namespace
+
+// One job's published future. Positions are absolute (they survive dropping the consumed
+// prefix); index = position - base.
+struct JobKnowledge::Job {
+  std::string name;
+  uint64_t base = 0;
+  std::vector<Access> seq;
+  std::vector<uint64_t> next_same;  // position of the next access of the same node, or kNone
+  std::vector<bool> consumed;
+  uint64_t cursor = 0;               // first unconsumed position
+  uint64_t consumed_count = 0;
+  std::vector<uint64_t> head;        // per node: its first pending position, or kNone
+  std::vector<uint64_t> last;        // per node: its last published position, or kNone
+
+  explicit Job(std::string n, size_t nodes) : name(std::move(n)), head(nodes, kNone), last(nodes, kNone) {}
+  uint64_t end() const { return base + seq.size(); }
+
+  void append(const Access& a) {
+    const uint64_t pos = end();
+    seq.push_back(a);
+    next_same.push_back(kNone);
+    consumed.push_back(false);
+    if (last[a.node] != kNone && last[a.node] >= base && head[a.node] != kNone) next_same[last[a.node] - base] = pos;
+    if (head[a.node] == kNone) head[a.node] = pos;
+    last[a.node] = pos;
+  }
+
+  void consume(uint32_t node) {
+    const uint64_t pos = head[node];
+    consumed[pos - base] = true;
+    consumed_count++;
+    head[node] = next_same[pos - base];
+    if (head[node] == kNone) last[node] = kNone;
+    while (cursor < end() && consumed[cursor - base]) cursor++;
+    // Drop the consumed prefix once it is most of the sequence: memory follows the future.
+    if (cursor - base > 4096 && cursor - base > seq.size() / 2) {
+      const size_t k = cursor - base;
+      seq.erase(seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(k));
+      next_same.erase(next_same.begin(), next_same.begin() + static_cast<std::ptrdiff_t>(k));
+      consumed.erase(consumed.begin(), consumed.begin() + static_cast<std::ptrdiff_t>(k));
+      base = cursor;
+    }
+  }
+
+  void clear_pending() {
+    for (uint64_t p = cursor; p < end(); p++) {
+      if (consumed[p - base]) continue;
+      head[seq[p - base].node] = kNone;
+      last[seq[p - base].node] = kNone;
+    }
+    seq.clear();
+    next_same.clear();
+    consumed.clear();
+    base = cursor = end();
+  }
+};
+
+JobKnowledge::JobKnowledge(size_t nodes)
+    : nodes_(nodes), importance_(nodes, std::numeric_limits<float>::quiet_NaN()) {}
+
+JobKnowledge::~JobKnowledge() = default;
+
+JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
+  auto& j = jobs_[name];
+  if (!j) j = std::make_unique<Job>(name, nodes_);
+  return *j;
+}
+
+void JobKnowledge::publish(const std::string& name, const std::vector<Access>& accesses) {
+  {
+    std::unique_lock lock(mu_);
+    Job& j = job_locked(name);
+    for (const Access& a : accesses)
+      if (a.node < nodes_) j.append(a);
+    update_future_locked();
+  }
+  generation_.fetch_add(1);
+  progress_.fetch_add(1);
+}
+
+void JobKnowledge::reset(const std::string& name) {
+  {
+    std::unique_lock lock(mu_);
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) return;
+    it->second->clear_pending();
+    update_future_locked();
+  }
+  generation_.fetch_add(1);
+}
+
+void JobKnowledge::end(const std::string& name) {
+  {
+    std::unique_lock lock(mu_);
+    jobs_.erase(name);
+    update_future_locked();
+  }
+  generation_.fetch_add(1);
+}
+
+bool JobKnowledge::note_access(uint32_t node) {
+  std::unique_lock lock(mu_);
+  clock_++;
+  if (node >= nodes_) return false;
+  // The job closest to this sample is the one reading it.
+  Job* best = nullptr;
+  uint64_t best_ahead = kNone;
+  for (auto& [name, j] : jobs_) {
+    const uint64_t h = j->head[node];
+    if (h == kNone) continue;
+    const uint64_t ahead = h - j->cursor;
+    if (ahead < best_ahead) best = j.get(), best_ahead = ahead;
+  }
+  if (!best) {
+    unexpected_++;
+    return false;
+  }
+  best->consume(node);
+  if (best->cursor == best->end()) update_future_locked();
+  progress_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_t>& from, size_t max_per_job) const {
+  std::shared_lock lock(mu_);
+  std::vector<JobAhead> out;
+  for (const auto& [name, j] : jobs_) {
+    JobAhead v{name, j->cursor, {}};
+    uint64_t p = j->cursor;
+    if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
+    for (; p < j->end() && v.ahead.size() < max_per_job; p++)
+      if (!j->consumed[p - j->base]) v.ahead.emplace_back(p, j->seq[p - j->base]);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+bool JobKnowledge::has_future() const { return future_.load(std::memory_order_relaxed); }
+
+void JobKnowledge::update_future_locked() {
+  bool any = false;
+  for (const auto& [name, j] : jobs_) any |= j->cursor < j->end();
+  future_.store(any, std::memory_order_relaxed);
+}
+
+uint64_t JobKnowledge::next_use_locked(uint32_t node) const {
+  if (node >= nodes_ || jobs_.empty()) return kNever;
+  const uint64_t n = jobs_.size();
+  uint64_t best = kNever;
+  for (const auto& [name, j] : jobs_) {
+    const uint64_t h = j->head[node];
+    if (h != kNone) best = std::min(best, clock_ + (h - j->cursor) * n);
+  }
+  return best;
+}
+
+uint64_t JobKnowledge::next_use(uint32_t node) const {
+  std::shared_lock lock(mu_);
+  return next_use_locked(node);
+}
+
+void JobKnowledge::set_importance(uint32_t node, double value) {
+  if (node >= nodes_ || !(value >= 0)) return;
+  std::unique_lock lock(mu_);
+  importance_[node] = static_cast<float>(value);
+}
+
+void JobKnowledge::bump_generation() { generation_.fetch_add(1); }
+
+double JobKnowledge::importance(uint32_t node) const {
+  std::shared_lock lock(mu_);
+  if (node >= nodes_ || std::isnan(importance_[node])) return 1e30;  // unseen: most important
+  return importance_[node];
+}
+
+uint64_t JobKnowledge::generation() const { return generation_.load(); }
+
+std::vector<JobStatus> JobKnowledge::jobs() const {
+  std::shared_lock lock(mu_);
+  std::vector<JobStatus> out;
+  for (const auto& [name, j] : jobs_) {
+    uint64_t pending = 0;
+    for (uint64_t p = j->cursor; p < j->end(); p++) pending += !j->consumed[p - j->base];
+    out.push_back(JobStatus{name, j->end(), j->consumed_count, pending});
+  }
+  return out;
+}
+
+uint64_t JobKnowledge::unexpected_reads() const {
+  std::shared_lock lock(mu_);
+  return unexpected_;
+}
+
+}  // namespace prepfs

@@ -1,0 +1,161 @@
+#include "prepfs/store/prefetcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace prepfs {
+namespace {
+
+void raise_to(std::atomic<uint64_t>& peak, uint64_t v) {
+  uint64_t cur = peak.load(std::memory_order_relaxed);
+  while (v > cur && !peak.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+Prefetcher::Prefetcher(SampleStore& store, JobKnowledge& knowledge, Staging& staging, Renderer& renderer,
+                       PrefetchConfig cfg, PrefetchCounters& counters, VariantFn variant_of)
+    : store_(store), knowledge_(knowledge), staging_(staging), renderer_(renderer), cfg_(cfg), counters_(counters),
+      variant_of_(std::move(variant_of)) {
+  cfg_.max_in_flight = std::max(1u, cfg_.max_in_flight);
+  for (unsigned i = 0; i < cfg_.max_in_flight; i++) workers_.emplace_back([this] { work(); });
+  coordinator_ = std::thread([this] { coordinate(); });
+}
+
+Prefetcher::~Prefetcher() { stop(); }
+
+void Prefetcher::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  wake_cv_.notify_all();
+  work_cv_.notify_all();
+  coordinator_.join();
+  for (auto& t : workers_) t.join();
+}
+
+void Prefetcher::wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+uint64_t Prefetcher::estimate(const Sample& s, Form form) const {
+  if (!s.is_sample || form == Form::raw) return s.version.size;
+  return form == Form::decoded ? store_.shapes().decoded_size(s.dims) : store_.shapes().augmented_size(s.dims);
+}
+
+uint64_t Prefetcher::outstanding_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [job, items] : outstanding_)
+    for (const auto& [pos, bytes] : items) total += bytes;
+  return total;
+}
+
+// The window is what was prefetched for a job and not read yet: per job, the issued accesses at
+// or after its cursor. A round walks each job's accesses from where the last round stopped
+// (its frontier), round-robin across jobs, and queues those not ready until a bound is reached.
+void Prefetcher::round() {
+  std::vector<JobAhead> jobs = knowledge_.upcoming(frontier_, cfg_.lookahead);
+  std::map<std::string, uint64_t> live;
+  for (JobAhead& j : jobs) {
+    live[j.name] = 0;
+    auto& items = outstanding_[j.name];
+    while (!items.empty() && items.front().first < j.cursor) items.pop_front();
+  }
+  for (auto it = outstanding_.begin(); it != outstanding_.end();)  // ended jobs
+    it = live.count(it->first) ? std::next(it) : outstanding_.erase(it);
+  for (auto it = frontier_.begin(); it != frontier_.end();) it = live.count(it->first) ? std::next(it) : frontier_.erase(it);
+
+  uint64_t window = outstanding_bytes();
+  std::vector<size_t> next(jobs.size(), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t ji = 0; ji < jobs.size(); ji++) {
+      JobAhead& j = jobs[ji];
+      if (next[ji] >= j.ahead.size()) continue;
+      {
+        std::lock_guard lock(mu_);
+        if (in_flight_ >= cfg_.max_in_flight) return;
+      }
+      if (window >= cfg_.window_bytes) return;
+      const auto& [pos, a] = j.ahead[next[ji]];
+      const Sample s = store_.resolve(a.node);
+      const uint32_t variant = a.form == Form::augmented ? variant_of_(a.node) : 0;
+      bool claimed;
+      {
+        std::lock_guard lock(mu_);
+        claimed = claimed_.count({a.node, a.form}) != 0;
+      }
+      if (!claimed && !store_.ready(s, a.form, variant)) {
+        const uint64_t bytes = estimate(s, a.form);
+        if (window > 0 && window + bytes > cfg_.window_bytes) return;
+        window += bytes;
+        outstanding_[j.name].emplace_back(pos, bytes);
+        std::lock_guard lock(mu_);
+        claimed_.insert({a.node, a.form});
+        in_flight_++;
+        queue_.push_back(Task{a, variant, bytes});
+        raise_to(counters_.max_in_flight, in_flight_);
+        raise_to(counters_.max_window_bytes, window);
+        work_cv_.notify_one();
+      }
+      frontier_[j.name] = pos + 1;
+      next[ji]++;
+      progress = true;
+    }
+  }
+}
+
+void Prefetcher::coordinate() {
+  uint64_t seen = ~0ull;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    wake_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stop_ || woken_; });
+    if (stop_) break;
+    const bool woken = woken_;
+    woken_ = false;
+    const uint64_t progress = knowledge_.progress();
+    if (!woken && progress == seen) continue;  // nothing published, read or finished since
+    seen = progress;
+    lock.unlock();
+    round();
+    lock.lock();
+  }
+}
+
+void Prefetcher::work() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Task t = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    try {
+      const Sample s = store_.resolve(t.access.node);
+      const uint64_t got = store_.prefetch(s, t.access.form, t.variant, renderer_.has_idle_slot());
+      if (got > 0) {
+        bump(counters_.prefetched);
+        bump(counters_.bytes, got);
+      }
+    } catch (const std::exception& e) {
+      // The read will meet the same error and report it; a prefetch only logs.
+      spdlog::debug("prefetch of node {}: {}", t.access.node, e.what());
+    }
+    lock.lock();
+    in_flight_--;
+    claimed_.erase({t.access.node, t.access.form});
+    woken_ = true;
+    wake_cv_.notify_one();
+  }
+}
+
+}  // namespace prepfs
