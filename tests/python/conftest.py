@@ -9,6 +9,13 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No example database: it would be written into the source tree, and CI starts from scratch anyway.
+# No deadline: the first call into torch in a process is slow, which is not what these tests time.
+settings.register_profile("prepfs", database=None, deadline=None, max_examples=150,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("prepfs")
 
 SOURCE = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "tools", "python", "prepfs"))
 

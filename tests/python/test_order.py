@@ -6,13 +6,10 @@ import random
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 from torch.utils.data import DistributedSampler
 
 from prepfs import order
-
-settings.register_profile("prepfs", deadline=None, max_examples=150)
-settings.load_profile("prepfs")
 
 sizes = st.integers(min_value=0, max_value=300)
 seeds = st.integers(min_value=0, max_value=2**31)

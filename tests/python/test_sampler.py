@@ -12,15 +12,14 @@ import warnings
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
 from torchvision.datasets import ImageFolder
 
 from prepfs import Indexed, PrepfsSampler, PrepfsWarning
 
-settings.register_profile("prepfs-sampler", deadline=None, max_examples=60,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("prepfs-sampler")
+# Each example of the sampler-level properties builds samplers (and some a mount directory).
+few = settings(max_examples=60)
 
 MODES = ("plain", "opportunistic", "importance")
 IMAGE_EXT = {"raw": ".JPEG", "decoded": ".ppm", "augmented": ".ppm"}
@@ -177,6 +176,7 @@ def test_publish_false_writes_no_order(tmp_path):
 
 # ---------------------------------------------------------------------------------- epochs, ranks
 
+@few
 @given(n=st.integers(0, 120), seed=st.integers(0, 10**6), epochs=st.integers(1, 3), mode=st.sampled_from(MODES),
        extra=st.floats(0, 1), losses_seed=st.integers(0, 100))
 def test_one_rank_visits_each_index_once_per_epoch(n, seed, epochs, mode, extra, losses_seed):
@@ -199,6 +199,7 @@ def test_one_rank_visits_each_index_once_per_epoch(n, seed, epochs, mode, extra,
             assert seq == distributed_order(n, seed, e)  # same order as DistributedSampler
 
 
+@few
 @given(n=st.integers(0, 120), seed=st.integers(0, 10**6), r=st.integers(1, 6), mode=st.sampled_from(MODES),
        drop_last=st.booleans(), epoch=st.integers(0, 5))
 def test_ranks_partition_each_epoch(n, seed, r, mode, drop_last, epoch):
@@ -350,6 +351,7 @@ def roundtrip(state):
     return torch.load(buf)
 
 
+@few
 @given(n=st.integers(1, 80), mode=st.sampled_from(MODES), r=st.integers(1, 3), data=st.data(),
        seed=st.integers(0, 1000), epoch=st.integers(0, 3), window=st.integers(1, 20))
 def test_resume_mid_epoch_neither_repeats_nor_skips(n, mode, r, data, seed, epoch, window):
