@@ -5,7 +5,6 @@ import math
 import random
 
 import pytest
-import torch
 from hypothesis import given, strategies as st
 from torch.utils.data import DistributedSampler
 
@@ -202,7 +201,8 @@ def test_interleave_keeps_base_order_and_adds_each_extra_once(base, data, seed):
 
 
 def test_seed_for_is_stable_across_processes():
-    # A fixed value: a resumed run in a new process must draw the same extras.
+    # str hash() is salted per process; seed_for must not be: a resumed run in a new process
+    # must draw the same extras and slots.
     assert order.seed_for(0, 1, 2, "extras") == order.seed_for(0, 1, 2, "extras")
     assert order.seed_for(0, 1, 2, "extras") != order.seed_for(0, 1, 3, "extras")
     import subprocess
