@@ -573,3 +573,25 @@ def test_sampler_pickles_mid_epoch(tmp_path):
     for x in (s, copy):
         x.set_epoch(1)
     assert list(copy) == list(s)
+
+
+def test_residency_reads_are_bounded_by_default(tmp_path, monkeypatch):
+    # Re-reading a large bitmap every few yields would move gigabytes per epoch: the default interval
+    # keeps it near 1 KiB per yield (here N = 600k, 75 KB per read).
+    import prepfs.mount
+    n, taken = 600_000, 50_000
+    m = FakeMount(tmp_path, n, classes=1000)
+    read_bytes = []
+    real = prepfs.mount.MountClient.resident
+
+    def spy(self):
+        r = real(self)
+        read_bytes.append(len(r.data))
+        return r
+
+    monkeypatch.setattr(prepfs.mount.MountClient, "resident", spy)
+    s = PrepfsSampler(range(n), m.root, paths=[os.path.join(m.root, "raw", r) for r, _ in m.rows],
+                      mode="opportunistic")
+    assert len(list(itertools.islice(iter(s), taken))) == taken
+    assert read_bytes and read_bytes[0] == (n + 7) // 8
+    assert sum(read_bytes) / taken <= 1100
