@@ -20,6 +20,13 @@ configure build
 configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
 ninja -C build
 ninja -C build-asan
+# The Python package's tests (tests/python) import the installed copy, as a training job does;
+# they fail if it is missing or differs from the source. Only the package is installed here.
+if [ "$(id -u)" -eq 0 ]; then
+  meson install -C build --no-rebuild --tags python-runtime >/dev/null
+else
+  echo "prepfs: not root, so the Python package is not installed; tests/python fail unless it is" >&2
+fi
 
 # A leak at exit of a daemon killed mid-request is not a bug worth failing on; a bad access is.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
