@@ -5,6 +5,8 @@
 // kernel asked for, so a test can check how much a cache in front of it fetched:
 //
 //   getfattr -n user.slowfs.stats MOUNTPOINT      -> {"opens":N,"reads":N,...}
+//   --access-log FILE                             -> a line per open ("open PATH") and per read
+//                                                    ("read PATH OFFSET SIZE"), PATH under SRC_DIR
 //   setfattr -n user.slowfs.reset -v 1 MOUNTPOINT -> counters back to zero
 //
 // Honesty of the counters is the point, so there are no caching shortcuts: no keep_cache, no
@@ -66,6 +68,7 @@ struct Options {
   double meta_latency_ms = 0;
   double bandwidth_mbps = 0;  // MB/s with MB = 10^6 bytes; 0 = unlimited
   unsigned threads = 64;
+  std::string access_log;  // append each open and read here
 };
 
 struct Counters {
@@ -139,6 +142,8 @@ struct SlowFs {
   Counters counters;
   BandwidthLimiter bandwidth;
   bool kernel_has_parallel_dirops = false;  // set in init, before the INIT reply is written
+  std::mutex access_log_mutex;
+  FILE* access_log = nullptr;  // --access-log: what the cache asked for, in order
   std::atomic<bool> init_reply_sent{false};
 };
 
@@ -346,6 +351,20 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
+// One line of --access-log: what, the path of fd under SRC_DIR, and details.
+void log_access(SlowFs& fs, int fd, const char* what, const std::string& details = "") {
+  if (!fs.access_log) return;
+  char target[4096];
+  const ssize_t n = readlink(proc_path(fd).c_str(), target, sizeof target - 1);
+  if (n <= 0) return;
+  std::string_view path(target, static_cast<size_t>(n));
+  if (path.starts_with(fs.opts.src)) path.remove_prefix(fs.opts.src.size());
+  while (path.starts_with('/')) path.remove_prefix(1);
+  std::lock_guard lock(fs.access_log_mutex);
+  std::fprintf(fs.access_log, "%s %.*s%s\n", what, static_cast<int>(path.size()), path.data(), details.c_str());
+  std::fflush(fs.access_log);
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) {
     fuse_reply_err(req, EROFS);
@@ -359,6 +378,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, errno);
     return;
   }
+  log_access(fs, fd, "open");
   fi->fh = static_cast<uint64_t>(fd);
   fi->direct_io = 0;
   fi->keep_cache = 0;  // the kernel drops this file's page cache on open: reads come here
@@ -369,6 +389,8 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
   auto& fs = fs_of(req);
   fs.counters.reads.fetch_add(1, std::memory_order_relaxed);
   sleep_ms(fs.opts.read_latency_ms);
+  if (fs.access_log)
+    log_access(fs, static_cast<int>(fi->fh), "read", " " + std::to_string(offset) + " " + std::to_string(size));
 
   thread_local std::vector<char> buf;
   if (buf.size() < size) buf.resize(size);
@@ -600,6 +622,8 @@ int main(int argc, char** argv) {
                  "Total read bandwidth cap in MB/s (10^6 bytes/s), shared by all threads; 0 = none")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", opts.threads, "Maximum FUSE worker threads")->check(CLI::Range(1u, 100000u));
+  app.add_option("--access-log", opts.access_log,
+                 "Append a line per open (\"open PATH\") and read (\"read PATH OFFSET SIZE\") to FILE");
   CLI11_PARSE(app, argc, argv);
   if (opts.debug) opts.foreground = true;
   // fuse_daemonize() changes to "/", and unmounting happens after that: keep an absolute path.
@@ -611,7 +635,17 @@ int main(int argc, char** argv) {
   opts.mountpoint = abs_mountpoint;
   free(abs_mountpoint);
 
+  {
+    // SRC_DIR as the kernel names it, for the open log's relative paths.
+    char* abs_src = realpath(opts.src.c_str(), nullptr);
+    if (abs_src) opts.src = abs_src;
+    free(abs_src);
+  }
   SlowFs fs(opts);
+  if (!opts.access_log.empty() && !(fs.access_log = std::fopen(opts.access_log.c_str(), "a"))) {
+    std::fprintf(stderr, "prepfs-slowfs: %s: %s\n", opts.access_log.c_str(), std::strerror(errno));
+    return 1;
+  }
   fs.root.fd = open(opts.src.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fs.root.fd < 0) {
     std::fprintf(stderr, "prepfs-slowfs: cannot open %s: %s\n", opts.src.c_str(), std::strerror(errno));

@@ -197,7 +197,7 @@ std::vector<Slice> DataFs::read_decoded(uint32_t id, uint64_t off, size_t size) 
 
 std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   const Sample s = store_.resolve(id);  // once per read: path, version and slot
-  if (off == 0 && s.is_sample) store_.note_read(s);  // a job's access (published orders)
+  if (off == 0) store_.note_read(s);    // a job's access (published orders name any file)
   std::vector<Slice> out;
   if (off >= s.version.size || size == 0) return out;
   size = static_cast<size_t>(std::min<uint64_t>(size, s.version.size - off));

@@ -54,7 +54,8 @@ class LineSession : public ControlFs::WriteSession {
 
   // Unknown names are skipped; the first one is logged, the total at close.
   void unknown(std::string_view l) {
-    if (unknown_++ == 0) spdlog::warn("{}: skipping '{}': no such sample in any view (further ones counted)", what(), l);
+    if (unknown_++ == 0)
+      spdlog::warn("{}: skipping '{}': no such sample in any view (further ones counted)", what(), l);
   }
   uint64_t unknown_ = 0;
 
@@ -77,10 +78,18 @@ class OrderSession final : public LineSession {
     if (l.empty() || l[0] == '#') return;
     if (l.starts_with("job ") || l == "job") {
       flush();
-      const std::string_view name = trim(l.substr(3));
+      std::string_view name = trim(l.substr(3));
+      bool opportunistic = false;
+      if (const size_t sp = name.find(' '); sp != std::string_view::npos) {
+        if (trim(name.substr(sp + 1)) != "opportunistic")
+          throw Error(EINVAL, "order: '" + std::string(l) + "': expected 'job NAME' or 'job NAME opportunistic'");
+        opportunistic = true;
+        name = name.substr(0, sp);
+      }
       if (!valid_job_name(name))
         throw Error(EINVAL, "order: job name '" + std::string(name) + "' must be 1-64 of [A-Za-z0-9_.-]");
       job_ = std::string(name);
+      knowledge_.set_opportunistic(job_, opportunistic);
     } else if (l == "reset") {
       flush();
       knowledge_.reset(job_);

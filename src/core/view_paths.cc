@@ -9,10 +9,14 @@ std::optional<ViewPaths::Target> ViewPaths::resolve(std::string_view p) const {
   if (slash == std::string_view::npos) return std::nullopt;
   const std::string_view view = p.substr(0, slash);
   Form form;
-  if (view == "raw") form = Form::raw;
-  else if (view == "decoded") form = Form::decoded;
-  else if (view == "augmented") form = Form::augmented;
-  else return std::nullopt;
+  if (view == "raw")
+    form = Form::raw;
+  else if (view == "decoded")
+    form = Form::decoded;
+  else if (view == "augmented")
+    form = Form::augmented;
+  else
+    return std::nullopt;
   uint32_t node = Tree::kRoot;
   for (size_t pos = slash + 1; pos <= p.size();) {
     size_t end = p.find('/', pos);

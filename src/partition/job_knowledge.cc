@@ -19,10 +19,11 @@ struct JobKnowledge::Job {
   std::vector<Access> seq;
   std::vector<uint64_t> next_same;  // position of the next access of the same node, or kNone
   std::vector<bool> consumed;
-  uint64_t cursor = 0;               // first unconsumed position
+  uint64_t cursor = 0;  // first unconsumed position
+  bool opportunistic = false;
   uint64_t consumed_count = 0;
-  std::vector<uint64_t> head;        // per node: its first pending position, or kNone
-  std::vector<uint64_t> last;        // per node: its last published position, or kNone
+  std::vector<uint64_t> head;  // per node: its first pending position, or kNone
+  std::vector<uint64_t> last;  // per node: its last published position, or kNone
 
   explicit Job(std::string n, size_t nodes) : name(std::move(n)), head(nodes, kNone), last(nodes, kNone) {}
   uint64_t end() const { return base + seq.size(); }
@@ -67,8 +68,7 @@ struct JobKnowledge::Job {
   }
 };
 
-JobKnowledge::JobKnowledge(size_t nodes)
-    : nodes_(nodes), importance_(nodes, std::numeric_limits<float>::quiet_NaN()) {}
+JobKnowledge::JobKnowledge(size_t nodes) : nodes_(nodes), importance_(nodes, std::numeric_limits<float>::quiet_NaN()) {}
 
 JobKnowledge::~JobKnowledge() = default;
 
@@ -88,6 +88,14 @@ void JobKnowledge::publish(const std::string& name, const std::vector<Access>& a
   }
   generation_.fetch_add(1);
   progress_.fetch_add(1);
+}
+
+void JobKnowledge::set_opportunistic(const std::string& name, bool on) {
+  {
+    std::unique_lock lock(mu_);
+    job_locked(name).opportunistic = on;
+  }
+  generation_.fetch_add(1);
 }
 
 void JobKnowledge::reset(const std::string& name) {
@@ -137,6 +145,9 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
   std::shared_lock lock(mu_);
   std::vector<JobAhead> out;
   for (const auto& [name, j] : jobs_) {
+    // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
+    // would duplicate what another job is about to fetch for it.
+    if (j->opportunistic) continue;
     JobAhead v{name, j->cursor, {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
@@ -161,7 +172,7 @@ uint64_t JobKnowledge::next_use_locked(uint32_t node) const {
   uint64_t best = kNever;
   for (const auto& [name, j] : jobs_) {
     const uint64_t h = j->head[node];
-    if (h != kNone) best = std::min(best, clock_ + (h - j->cursor) * n);
+    if (h != kNone) best = std::min(best, j->opportunistic ? clock_ : clock_ + (h - j->cursor) * n);
   }
   return best;
 }

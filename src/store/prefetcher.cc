@@ -18,7 +18,12 @@ void raise_to(std::atomic<uint64_t>& peak, uint64_t v) {
 
 Prefetcher::Prefetcher(SampleStore& store, JobKnowledge& knowledge, Staging& staging, Renderer& renderer,
                        PrefetchConfig cfg, PrefetchCounters& counters, VariantFn variant_of)
-    : store_(store), knowledge_(knowledge), staging_(staging), renderer_(renderer), cfg_(cfg), counters_(counters),
+    : store_(store),
+      knowledge_(knowledge),
+      staging_(staging),
+      renderer_(renderer),
+      cfg_(cfg),
+      counters_(counters),
       variant_of_(std::move(variant_of)) {
   cfg_.max_in_flight = std::max(1u, cfg_.max_in_flight);
   for (unsigned i = 0; i < cfg_.max_in_flight; i++) workers_.emplace_back([this] { work(); });
@@ -72,7 +77,8 @@ void Prefetcher::round() {
   }
   for (auto it = outstanding_.begin(); it != outstanding_.end();)  // ended jobs
     it = live.count(it->first) ? std::next(it) : outstanding_.erase(it);
-  for (auto it = frontier_.begin(); it != frontier_.end();) it = live.count(it->first) ? std::next(it) : frontier_.erase(it);
+  for (auto it = frontier_.begin(); it != frontier_.end();)
+    it = live.count(it->first) ? std::next(it) : frontier_.erase(it);
 
   uint64_t window = outstanding_bytes();
   std::vector<size_t> next(jobs.size(), 0);

@@ -16,7 +16,7 @@ struct CacheKey {
   uint64_t hi = 0, lo = 0;
   bool operator==(const CacheKey&) const = default;
   auto operator<=>(const CacheKey&) const = default;  // an arbitrary total order, for ranked sets
-  std::string hex() const;  // 32 lowercase hex digits
+  std::string hex() const;                            // 32 lowercase hex digits
   static bool from_hex(std::string_view s, CacheKey* out);
 };
 

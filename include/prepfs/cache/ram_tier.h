@@ -16,7 +16,7 @@ class RamTier {
   RamTier(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters,
           SampleResidency* residency = nullptr);
 
-  ChunkRef get(const CacheKey& key);                         // null on a miss
+  ChunkRef get(const CacheKey& key);  // null on a miss
   // false when not admitted; `sample` owns the entry (residency, ranking policies).
   bool put(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
   void sample_changed(uint32_t sample);

@@ -23,9 +23,7 @@ class SampleResidency {
   void remove(uint32_t sample) {
     if (sample < n_) counts_[sample].fetch_sub(1, std::memory_order_relaxed);
   }
-  bool resident(uint32_t sample) const {
-    return sample < n_ && counts_[sample].load(std::memory_order_relaxed) > 0;
-  }
+  bool resident(uint32_t sample) const { return sample < n_ && counts_[sample].load(std::memory_order_relaxed) > 0; }
   size_t size() const { return n_; }
 
  private:

@@ -42,7 +42,7 @@ struct CacheConfig {
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  // the tier's own directory (already specific to one source)
   std::string eviction = "lru";
-  size_t samples = 0;   // entries name their sample by index node id below this (residency)
+  size_t samples = 0;                          // entries name their sample by index node id below this (residency)
   const SampleKnowledge* knowledge = nullptr;  // orders and importance, for belady/importance
 };
 

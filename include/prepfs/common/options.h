@@ -13,19 +13,19 @@ struct Options {
   std::string source;  // a directory or s3://bucket/prefix
   std::string mountpoint;
 
-  uint64_t ram_bytes = 1ull << 30;   // ram=       RAM tier budget
-  uint64_t ssd_bytes = 10ull << 30;  // ssd=       SSD tier budget (0 disables the tier)
-  std::string ssd_dir;               // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
-  std::string eviction = "auto";     // eviction=  auto | lru | lfu | random | none | belady | importance
+  uint64_t ram_bytes = 1ull << 30;          // ram=       RAM tier budget
+  uint64_t ssd_bytes = 10ull << 30;         // ssd=       SSD tier budget (0 disables the tier)
+  std::string ssd_dir;                      // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
+  std::string eviction = "auto";            // eviction=  auto | lru | lfu | random | none | belady | importance
   uint64_t prefetch_window = 256ull << 20;  // prefetch_window= bytes ahead of published orders (0: off)
   unsigned prefetch_threads = 16;           // prefetch_threads= prefetches in flight
-  double metadata_ttl = -1;          // metadata_ttl= seconds; <0: never revalidate
-  unsigned threads = 64;             // threads=   max FUSE worker threads per session
-  std::string log_level = "info";    // log_level= trace|debug|info|warn|error|off
-  bool foreground = false;           // -f
-  bool debug_fuse = false;           // -d / -o debug: libfuse request trace
-  bool allow_other = false;          // allow_other (FUSE)
-  std::string metrics_addr;          // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
+  double metadata_ttl = -1;                 // metadata_ttl= seconds; <0: never revalidate
+  unsigned threads = 64;                    // threads=   max FUSE worker threads per session
+  std::string log_level = "info";           // log_level= trace|debug|info|warn|error|off
+  bool foreground = false;                  // -f
+  bool debug_fuse = false;                  // -d / -o debug: libfuse request trace
+  bool allow_other = false;                 // allow_other (FUSE)
+  std::string metrics_addr;                 // metrics_addr= HOST:PORT of the Prometheus endpoint; empty: off
 
   // partition= auto (the model plans from measurements and re-plans on drift) |
   // fixed:RAW,DEC,AUG[,RAW,DEC,AUG] (percent of each tier per form; three numbers apply to both)

@@ -96,13 +96,13 @@ struct ViewCounters {
 
 // Prefetching from published orders (store/prefetcher.h).
 struct PrefetchCounters {
-  std::atomic<uint64_t> prefetched{0};   // samples fetched or rendered ahead of their read
-  std::atomic<uint64_t> hits{0};         // reads served by something prefetched
-  std::atomic<uint64_t> late{0};         // reads that waited for a prefetch still in flight
-  std::atomic<uint64_t> wasted{0};       // prefetched entries dropped before any read took them
-  std::atomic<uint64_t> bytes{0};        // bytes prefetched
-  std::atomic<uint64_t> max_in_flight{0};      // the most prefetches at once seen (bounded by config)
-  std::atomic<uint64_t> max_window_bytes{0};   // the most bytes staged + in flight seen
+  std::atomic<uint64_t> prefetched{0};        // samples fetched or rendered ahead of their read
+  std::atomic<uint64_t> hits{0};              // reads served by something prefetched
+  std::atomic<uint64_t> late{0};              // reads that waited for a prefetch still in flight
+  std::atomic<uint64_t> wasted{0};            // prefetched entries dropped before any read took them
+  std::atomic<uint64_t> bytes{0};             // bytes prefetched
+  std::atomic<uint64_t> max_in_flight{0};     // the most prefetches at once seen (bounded by config)
+  std::atomic<uint64_t> max_window_bytes{0};  // the most bytes staged + in flight seen
 };
 
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }

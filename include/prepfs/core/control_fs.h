@@ -10,9 +10,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "prepfs/core/filesystem.h"

@@ -21,7 +21,7 @@ struct StatsSources {
   const RenderCounters& renders;
   const Profiler* profiler = nullptr;  // null: no "profile" object / gauges
   const PrefetchCounters* prefetch = nullptr;
-  const JobKnowledge* jobs = nullptr;   // published orders
+  const JobKnowledge* jobs = nullptr;  // published orders
 };
 
 std::string render_stats_json(const StatsSources& s);

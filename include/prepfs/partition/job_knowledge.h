@@ -54,18 +54,23 @@ class JobKnowledge final : public SampleKnowledge {
   // Appends to the job's future, creating the job.
   void publish(const std::string& job, const std::vector<Access>& accesses);
   void reset(const std::string& job);  // drops the job's pending future (a resumed job republishes)
-  void end(const std::string& job);    // the job is done: it is forgotten
+  // An opportunistic job reorders within a window to take cached samples first: its order says
+  // which samples it still needs this epoch, not when. Each of them counts as needed now, so
+  // among them belady keeps the most recently used (Seneca's setting: what one job fetched stays
+  // while another still needs it).
+  void set_opportunistic(const std::string& job, bool on);
+  void end(const std::string& job);  // the job is done: it is forgotten
   // A sample was read. Returns true when a job expected it (one pending access consumed).
   bool note_access(uint32_t node);
-  // Up to `max_per_job` pending accesses of every job, from its cursor or from `from[job]` when
-  // that is further (what the prefetcher has already looked at).
+  // Up to `max_per_job` pending accesses of every job that is not opportunistic, from its cursor
+  // or from `from[job]` when that is further (what the prefetcher has already looked at).
   std::vector<JobAhead> upcoming(const std::map<std::string, uint64_t>& from, size_t max_per_job) const;
   // Moves whenever an access is published or consumed (the prefetcher polls it).
   uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
   bool has_future() const override;
 
   void set_importance(uint32_t node, double value);  // non-negative; later values replace earlier
-  void bump_generation();  // after a batch of set_importance (policies re-rank once)
+  void bump_generation();                            // after a batch of set_importance (policies re-rank once)
 
   uint64_t next_use(uint32_t node) const override;
   double importance(uint32_t node) const override;

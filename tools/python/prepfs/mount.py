@@ -115,13 +115,17 @@ class MountClient:
         finally:
             os.close(fd)
 
-    def publish(self, job: str, paths: Iterable[str], *, reset: bool = False, end: bool = False) -> None:
+    def publish(self, job: str, paths: Iterable[str], *, reset: bool = False, end: bool = False,
+                opportunistic: bool = False) -> None:
         """Append `paths` (mount-relative, any view) to job `job`'s published future.
 
         reset=True first drops what the job published before; end=True then says the job is done.
+        opportunistic=True says the job reorders within a window to take cached samples first: its
+        order is a set of upcoming reads rather than an exact sequence (the daemon then keeps what
+        such a job still needs by recency, not by position).
         """
         _check_job(job)
-        head = [f"job {job}"] + (["reset"] if reset else [])
+        head = [f"job {job}" + (" opportunistic" if opportunistic else "")] + (["reset"] if reset else [])
         self._write_lines("order", _chain(head, (_check_path(p) for p in paths), ["end"] if end else []))
 
     def end(self, job: str) -> None:

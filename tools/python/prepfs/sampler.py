@@ -270,7 +270,9 @@ class PrepfsSampler(Sampler[int]):
         paths = [rel[i] for i in indices if rel[i] is not None]
         # reset first: whatever the last epoch left unread (a broken-off loop, a resumed run) is not
         # this job's future any more.
-        if self._write("order", lambda: self._client.publish(self.job, paths, reset=True)):
+        opportunistic = self.mode == "opportunistic"
+        if self._write("order", lambda: self._client.publish(self.job, paths, reset=True,
+                                                             opportunistic=opportunistic)):
             self._published_any = True
 
     def _residency(self, seq: List[int], remaining: List[int]):

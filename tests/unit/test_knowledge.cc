@@ -1,0 +1,274 @@
+// The job's knowledge in the cache: published orders (JobKnowledge), Belady against an offline
+// MIN oracle, LFU and importance ranking, and the prefetcher's bounds through a whole Daemon.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "prepfs/cache/policy.h"
+#include "prepfs/cache/tier_index.h"
+#include "prepfs/common/error.h"
+#include "prepfs/daemon/daemon.h"
+#include "prepfs/partition/job_knowledge.h"
+#include "temp_dir.h"
+
+namespace prepfs {
+namespace {
+
+CacheKey key_of(uint32_t sample) { return CacheKey{sample + 1ull, sample * 31ull + 7}; }
+
+// Offline Belady MIN with bypass on unit-size entries: on a miss with a full cache, the entry
+// read again farthest in the future (the newcomer included) is the one not kept.
+size_t min_hits(const std::vector<uint32_t>& trace, size_t capacity) {
+  std::set<uint32_t> cache;
+  size_t hits = 0;
+  auto next_use = [&](size_t from, uint32_t x) {
+    for (size_t i = from; i < trace.size(); i++)
+      if (trace[i] == x) return i;
+    return trace.size() + x;  // never again: farther than anything, distinct per sample
+  };
+  for (size_t t = 0; t < trace.size(); t++) {
+    const uint32_t x = trace[t];
+    if (cache.count(x)) {
+      hits++;
+      continue;
+    }
+    if (cache.size() < capacity) {
+      cache.insert(x);
+      continue;
+    }
+    uint32_t farthest = x;
+    size_t far = next_use(t + 1, x);
+    for (uint32_t y : cache)
+      if (size_t n = next_use(t + 1, y); n > far) far = n, farthest = y;
+    if (farthest != x) {
+      cache.erase(farthest);
+      cache.insert(x);
+    }
+  }
+  return hits;
+}
+
+// The same trace through a TierIndex with the belady policy, published as one job's order and
+// consumed as the store does: the read is noted, then the entry looked up or admitted.
+size_t belady_hits(const std::vector<uint32_t>& trace, size_t capacity, uint32_t samples) {
+  JobKnowledge k(samples);
+  std::vector<Access> order;
+  for (uint32_t x : trace) order.push_back(Access{x, Form::raw});
+  k.publish("job", order);
+  TierIndex idx(capacity, make_policy("belady", 1, &k));
+  size_t hits = 0;
+  std::vector<CacheKey> evicted;
+  for (uint32_t x : trace) {
+    EXPECT_TRUE(k.note_access(x));
+    idx.sample_changed(x);
+    if (idx.touch(key_of(x))) {
+      hits++;
+      continue;
+    }
+    idx.admit(key_of(x), 1, Form::raw, &evicted, x);
+  }
+  return hits;
+}
+
+TEST(Belady, EqualsTheOfflineMinOracleOnRandomTraces) {
+  std::mt19937 rng(5);
+  for (int round = 0; round < 60; round++) {
+    const uint32_t samples = 4 + rng() % 30;
+    const size_t capacity = 1 + rng() % samples;
+    std::vector<uint32_t> trace;
+    const bool epochs = round % 2 == 0;  // shuffled epochs (the training pattern), or any sequence
+    for (int e = 0; e < 4; e++) {
+      std::vector<uint32_t> perm(samples);
+      for (uint32_t i = 0; i < samples; i++) perm[i] = epochs ? i : rng() % samples;
+      if (epochs) std::shuffle(perm.begin(), perm.end(), rng);
+      trace.insert(trace.end(), perm.begin(), perm.end());
+    }
+    ASSERT_EQ(belady_hits(trace, capacity, samples), min_hits(trace, capacity))
+        << "round " << round << ": " << samples << " samples, capacity " << capacity;
+  }
+}
+
+TEST(Belady, WithoutAnOrderItIsLru) {
+  JobKnowledge k(10);
+  BeladyPolicy p(&k);
+  LruPolicy lru;
+  for (uint32_t i = 0; i < 5; i++) p.on_insert(key_of(i), i), lru.on_insert(key_of(i), i);
+  p.on_access(key_of(0)), lru.on_access(key_of(0));
+  p.on_access(key_of(3)), lru.on_access(key_of(3));
+  for (int i = 0; i < 5; i++) {
+    ASSERT_EQ(*p.victim(), *lru.victim());
+    p.on_erase(*lru.victim());
+    lru.on_erase(*lru.victim());
+  }
+}
+
+TEST(Lfu, EvictsTheLeastUsedThenTheLeastRecent) {
+  LfuPolicy p;
+  for (uint32_t i = 0; i < 4; i++) p.on_insert(key_of(i));
+  p.on_access(key_of(0));
+  p.on_access(key_of(0));
+  p.on_access(key_of(1));
+  p.on_access(key_of(3));
+  // uses: 0 -> 3, 1 -> 2, 2 -> 1, 3 -> 2 (3 used after 1)
+  EXPECT_EQ(*p.victim(), key_of(2));
+  p.on_erase(key_of(2));
+  EXPECT_EQ(*p.victim(), key_of(1));
+  p.on_erase(key_of(1));
+  EXPECT_EQ(*p.victim(), key_of(3));
+  p.on_erase(key_of(3));
+  EXPECT_EQ(*p.victim(), key_of(0));
+  p.on_erase(key_of(0));
+  EXPECT_FALSE(p.victim());
+}
+
+TEST(Importance, TheLeastImportantGoesFirstAndUnseenRanksHighest) {
+  JobKnowledge k(10);
+  ImportancePolicy p(&k);
+  for (uint32_t i = 0; i < 4; i++) k.set_importance(i, 1.0 + i);  // 0 least important
+  k.bump_generation();
+  for (uint32_t i = 0; i < 5; i++) p.on_insert(key_of(i), i);  // 4 was never reported
+  EXPECT_EQ(*p.victim(), key_of(0));
+  EXPECT_TRUE(p.keeps_over(key_of(1), 0)) << "a less important newcomer must not push out a more important entry";
+  EXPECT_FALSE(p.keeps_over(key_of(0), 4)) << "an unseen sample ranks above every reported one";
+  // The importance file changes the order: 3 becomes the least important.
+  k.set_importance(3, 0.5);
+  k.bump_generation();
+  EXPECT_EQ(*p.victim(), key_of(3));
+}
+
+TEST(Importance, AGhostHitBoostsASampleThatWasPushedOutTooEarly) {
+  JobKnowledge k(10);
+  ImportancePolicy p(&k);
+  k.set_importance(1, 1.0);
+  k.set_importance(2, 1.5);
+  k.bump_generation();
+  p.on_insert(key_of(1), 1);
+  p.on_insert(key_of(2), 2);
+  EXPECT_EQ(*p.victim(), key_of(1));
+  p.on_erase(key_of(1));      // evicted: a ghost now
+  p.on_insert(key_of(1), 1);  // asked for again: boosted x2 (2.0 > 1.5)
+  EXPECT_EQ(*p.victim(), key_of(2));
+}
+
+TEST(JobKnowledge, ReadsConsumeTheClosestJobsAccessAndCursorsAdvance) {
+  JobKnowledge k(8);
+  k.publish("a", {{1, Form::raw}, {2, Form::raw}, {3, Form::raw}, {1, Form::raw}});
+  k.publish("b", {{3, Form::decoded}, {4, Form::decoded}});
+  EXPECT_TRUE(k.has_future());
+  // Sample 3: job b reads it next (0 ahead), job a only after 2 more.
+  EXPECT_EQ(k.next_use(3), 0u);
+  EXPECT_TRUE(k.note_access(3));
+  std::map<std::string, JobStatus> st;
+  for (const JobStatus& j : k.jobs()) st[j.name] = j;
+  EXPECT_EQ(st["b"].consumed, 1u);
+  EXPECT_EQ(st["a"].consumed, 0u);
+  EXPECT_FALSE(k.note_access(7)) << "a read nobody published";
+  EXPECT_EQ(k.unexpected_reads(), 1u);
+  auto up = k.upcoming({}, 10);
+  ASSERT_EQ(up.size(), 2u);
+  EXPECT_EQ(up[0].name, "a");
+  EXPECT_EQ(up[0].ahead.size(), 4u);
+  EXPECT_EQ(up[1].ahead.size(), 1u);
+  EXPECT_EQ(up[1].ahead[0].second.node, 4u);
+  EXPECT_EQ(up[1].ahead[0].second.form, Form::decoded);
+  k.reset("a");
+  EXPECT_EQ(k.next_use(1), SampleKnowledge::kNever);
+  k.end("b");
+  EXPECT_FALSE(k.has_future());
+  EXPECT_EQ(k.next_use(4), SampleKnowledge::kNever);
+}
+
+TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
+  JobKnowledge k(4);
+  k.publish("a", {{1, Form::raw}, {2, Form::raw}, {1, Form::raw}, {2, Form::raw}, {1, Form::raw}});
+  const uint64_t first = k.next_use(1);
+  EXPECT_TRUE(k.note_access(1));
+  const uint64_t second = k.next_use(1);
+  EXPECT_GT(second, first);
+  EXPECT_TRUE(k.note_access(2));
+  EXPECT_TRUE(k.note_access(1));
+  EXPECT_TRUE(k.note_access(2));
+  EXPECT_TRUE(k.note_access(1));
+  EXPECT_FALSE(k.note_access(1));
+  EXPECT_FALSE(k.has_future());
+}
+
+// --- the prefetcher, through a Daemon (its control files and its namespaces, no FUSE) ---
+
+uint64_t walk(Filesystem& fs, const std::string& path) {
+  uint64_t ino = 1;
+  for (size_t pos = 0; pos < path.size();) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string::npos) slash = path.size();
+    ino = fs.lookup(ino, path.substr(pos, slash - pos)).ino;
+    pos = slash + 1;
+  }
+  return ino;
+}
+
+void write_control(Daemon& d, const std::string& name, const std::string& text) {
+  Filesystem& c = d.control_fs();
+  const uint64_t ino = walk(c, name);
+  OpenReply r = c.open(ino, O_WRONLY);
+  c.write(ino, r.fh, 0, text);
+  c.release(ino, r.fh);
+}
+
+std::string read_all(Filesystem& fs, uint64_t ino) {
+  std::string out;
+  for (uint64_t off = 0;;) {
+    auto slices = fs.read(ino, 0, off, 1 << 20);
+    if (slices.empty()) return out;
+    for (const Slice& s : slices) out.append(s.data, s.len), off += s.len;
+  }
+}
+
+TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
+  test::TempDir dir;
+  const int files = 60;
+  const size_t size = 100'000;
+  for (int i = 0; i < files; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
+  Options o;
+  o.source = dir / "src";
+  o.mountpoint = dir / "mnt";
+  o.ssd_dir = dir / "cache";
+  o.ram_bytes = 64 << 20;
+  o.ssd_bytes = 0;
+  o.log_level = "warn";
+  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2");
+  finalize_options(o);
+  Daemon d(o);
+  std::string order = "job t\n";
+  for (int i = files - 1; i >= 0; i--) order += "raw/f" + std::to_string(100 + i) + "\n";
+  write_control(d, "order", order);
+  // Read in the published order, slower than the prefetcher runs.
+  for (int i = files - 1; i >= 0; i--) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
+  }
+  Filesystem& c = d.control_fs();
+  const uint64_t stats_ino = walk(c, "stats");
+  OpenReply r = c.open(stats_ino, O_RDONLY);
+  std::string stats;
+  for (const Slice& s : c.read(stats_ino, r.fh, 0, 1 << 20)) stats.append(s.data, s.len);
+  c.release(stats_ino, r.fh);
+  auto number = [&](const std::string& field) {
+    size_t at = stats.find("\"" + field + "\": ");
+    EXPECT_NE(at, std::string::npos) << field;
+    return std::stoull(stats.substr(at + field.size() + 4));
+  };
+  EXPECT_GT(number("prefetched"), 0u);
+  EXPECT_LE(number("max_in_flight"), 2u);
+  EXPECT_GT(number("max_in_flight"), 0u);
+  EXPECT_LE(number("max_window_bytes"), 350u * 1024);
+  EXPECT_EQ(number("unexpected_reads"), 0u);
+  EXPECT_EQ(number("pending"), 0u) << "every published access was read";
+}
+
+}  // namespace
+}  // namespace prepfs
