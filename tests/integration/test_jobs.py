@@ -15,6 +15,8 @@ import pytest
 
 from prepfs_harness import Prepfs, SlowFs, drop_page_cache, gen_images, sha256_file, wait_for
 
+PREPCTL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "prepctl")
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for FUSE mounts")
 
 
@@ -51,7 +53,13 @@ def test_a_published_order_is_fetched_in_that_order_ahead_of_the_reader(dataset,
             drop_page_cache()  # nor are the pages those probes left in the kernel
             order = files[:]
             random.Random(3).shuffle(order)
-            publish(fs.mnt, "reader", ["raw/" + p for p in order])
+            # Published as an operator would: prepctl MNT order FILE (absolute paths in the mount too).
+            order_file = tmp_path / "order.txt"
+            order_file.write_text("".join(("raw/" + p if i % 2 else fs.raw(p)) + "\n" for i, p in enumerate(order)))
+            res = subprocess.run(["/usr/bin/python3", PREPCTL, fs.mnt, "order", str(order_file), "--job", "reader"],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0 and f"published {len(order)} accesses" in res.stdout, res.stderr
+
             def fetched():  # files whose first byte the source has served, in order
                 starts = [l.split(" ")[1] for l in log.read_text().splitlines() if l.startswith("read ")
                           and l.split(" ")[2] == "0"]
