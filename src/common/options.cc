@@ -67,8 +67,11 @@ const std::vector<OptionDoc>& option_docs() {
       {"eviction", "POLICY",
        "eviction policy of both tiers: auto (default: lru, and belady while a job has published its order), lru, "
        "lfu, random, none, belady, importance"},
-      {"prefetch_window", "SIZE", "bytes prefetched ahead of the jobs' published orders and not read yet (default 256M; 0: off)"},
+      {"prefetch_window", "SIZE",
+       "bytes prefetched ahead of the jobs' published orders and not read yet (default 256M; 0: off)"},
       {"prefetch_threads", "N", "prefetches in flight at once (default 16)"},
+      {"probe", "WHEN",
+       "lazy (default: read image headers while serving) or mount (read them all before the mount answers)"},
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
@@ -124,6 +127,10 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     o.eviction = std::string(value);
   } else if (key == "prefetch_window") {
     o.prefetch_window = size();
+  } else if (key == "probe") {
+    need_value();
+    if (value != "lazy" && value != "mount") throw bad_value(key, value, "expected lazy or mount");
+    o.probe_lazily = value == "lazy";
   } else if (key == "prefetch_threads") {
     need_value();
     o.prefetch_threads = parse_count(key, value, 1, 256);

@@ -12,10 +12,11 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout)
+                         double timeout, HeaderProber* prober)
     : tree_(tree),
       store_(store),
       counters_(counters),
+      prober_(prober),
       names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)),
       timeout_(timeout),
@@ -38,6 +39,7 @@ Attr AugmentedFs::attr(uint32_t node) const {
     a.mode = n.mode;
     a.nlink = 2;
   } else {
+    if (prober_) prober_->ensure(node);  // every variant's size follows from the header
     a.mode = S_IFREG | (n.mode & 0444);
     a.size = store_.shapes().augmented_size(tree_.dims(node));  // every variant has the same size
   }
@@ -47,7 +49,9 @@ Attr AugmentedFs::attr(uint32_t node) const {
 Attr AugmentedFs::getattr(uint64_t ino) { return attr(node_of(ino)); }
 
 Attr AugmentedFs::lookup(uint64_t parent, std::string_view name) {
-  auto child = names_.lookup(node_of(parent), name);
+  const uint32_t dir = node_of(parent);
+  if (prober_) prober_->ensure_dir(dir);  // names here depend on headers
+  auto child = names_.lookup(dir, name);
   if (!child) throw Error(ENOENT, "no such entry");
   return attr(*child);
 }
@@ -55,6 +59,7 @@ Attr AugmentedFs::lookup(uint64_t parent, std::string_view name) {
 void AugmentedFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   uint32_t dir = node_of(ino);
   if (!tree_.is_dir(dir)) throw Error(ENOTDIR, "not a directory");
+  if (prober_) prober_->ensure_dir(dir);
   const Node& d = tree_.node(dir);
   list_dir(
       offset, attr(dir), [&] { return attr(dir == Tree::kRoot ? dir : d.parent); }, d.nchildren,

@@ -19,12 +19,13 @@ constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let th
 }  // namespace
 
 DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& counters, Invalidations& invalidations,
-               const DataFsConfig& cfg)
+               const DataFsConfig& cfg, HeaderProber* prober)
     : tree_(tree),
       source_(source),
       store_(store),
       counters_(counters),
       invalidations_(invalidations),
+      prober_(prober),
       cfg_(cfg),
       mount_time_ns_(wall_clock_ns()) {
   if (cfg_.image_views) names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
@@ -67,6 +68,7 @@ Attr DataFs::node_attr(View view, uint32_t id) {
   a.mode = n.mode;
   a.size = S_ISDIR(n.mode) ? 0 : v.size;
   if (view == kDecoded && S_ISREG(n.mode)) {
+    if (prober_) prober_->ensure(id);    // its size follows from its header
     a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
     a.size = store_.shapes().decoded_size(tree_.dims(id));
   }
@@ -116,6 +118,7 @@ Attr DataFs::lookup(uint64_t parent, std::string_view name) {
   }
   if (parent == kControlDirIno || parent == kAugmentedDirIno) throw Error(ENOENT, "no such entry");
   auto [view, dir] = node_of(parent);
+  if (view == kDecoded && prober_) prober_->ensure_dir(dir);  // names in decoded/ depend on headers
   auto child = view == kRaw ? tree_.lookup(dir, name) : names_->lookup(dir, name);
   if (!child) throw Error(ENOENT, "no such entry");
   return node_attr(view, *child);
@@ -141,6 +144,7 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
   }
   auto [view, id] = node_of(ino);
   if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
+  if (view == kDecoded && prober_) prober_->ensure_dir(id);
   const Node& d = tree_.node(id);
   // Children a view hides (non-images in decoded/) are skipped but keep their offsets.
   list_dir(

@@ -20,20 +20,21 @@
 #include "prepfs/core/job_files.h"
 #include "prepfs/core/view_paths.h"
 #include "prepfs/index/sample_list.h"
-#include "prepfs/partition/job_knowledge.h"
-#include "prepfs/store/prefetcher.h"
-#include "prepfs/store/staging.h"
 #include "prepfs/index/sample_shapes.h"
 #include "prepfs/index/tree_store.h"
 #include "prepfs/observe/metrics.h"
 #include "prepfs/observe/stats_json.h"
+#include "prepfs/partition/job_knowledge.h"
 #include "prepfs/partition/placer.h"
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
 #include "prepfs/source/posix_source.h"
 #include "prepfs/source/s3_source.h"
+#include "prepfs/store/header_prober.h"
+#include "prepfs/store/prefetcher.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
+#include "prepfs/store/staging.h"
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/pipeline_spec.h"
 
@@ -132,8 +133,9 @@ struct Daemon::Parts {
   bool index_reused = false;
   std::unique_ptr<Tree> tree;
   SampleShapes shapes;
-  std::unique_ptr<SampleList> samples;
-  std::unique_ptr<JobKnowledge> knowledge;  // published orders, importance
+  std::once_flag samples_once;
+  std::unique_ptr<SampleList> samples_list;  // built on first use, once every header is known
+  std::unique_ptr<JobKnowledge> knowledge;   // published orders, importance
   std::unique_ptr<TierManager> cache;
   ViewCounters views;
   RenderCounters renders;
@@ -144,6 +146,7 @@ struct Daemon::Parts {
   std::unique_ptr<Renderer> renderer;
   std::unique_ptr<Staging> staging;
   std::unique_ptr<SampleStore> store;
+  std::unique_ptr<HeaderProber> prober;
   std::unique_ptr<DataFs> data_fs;
   std::unique_ptr<AugmentedFs> augmented_fs;
   std::unique_ptr<ImageNames> image_names;
@@ -152,6 +155,44 @@ struct Daemon::Parts {
   std::unique_ptr<Profiler> profiler;
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
+
+  // The sample list jobs index by (.prepfs/samples, resident, importance): it needs every
+  // header, so the first job to ask waits for the probing to finish.
+  const SampleList& samples() {
+    std::call_once(samples_once, [&] {
+      prober->ensure_all();
+      samples_list = std::make_unique<SampleList>(*tree, shapes);
+    });
+    return *samples_list;
+  }
+
+  // Every image header is known: persist them, and plan with the real sample count (the plan at
+  // mount saw only the headers known then).
+  std::mutex ready_mu;
+  bool ready = false, headers_done = false;
+  void headers_known() {
+    persist_index();
+    std::lock_guard lock(ready_mu);
+    headers_done = true;
+    if (ready) replan_with_all_headers();
+  }
+  void replan_with_all_headers() {
+    profiler->refresh_sizes();
+    planner->plan_now("every image header read");
+  }
+  void constructed() {
+    std::lock_guard lock(ready_mu);
+    ready = true;
+    if (headers_done) replan_with_all_headers();
+  }
+
+  void persist_index() {
+    try {
+      save_tree(*tree, *source, cache_dir + "/index.bin");
+    } catch (const Error& e) {
+      spdlog::warn("cannot persist the metadata index ({}); the next mount will read the headers again", e.what());
+    }
+  }
 
   StatsSources stats_sources() const {
     return StatsSources{*cache, *source, *tree, views, renders, profiler.get(), &prefetch_counters, knowledge.get()};
@@ -164,7 +205,7 @@ struct Daemon::Parts {
       for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
     // Files that are not samples are admitted as read: the raw quotas leave room for them.
     for (uint32_t id = 0; id < tree->size(); id++)
-      if (S_ISREG(tree->node(id).mode) && !shapes.is_sample(tree->dims(id)))
+      if (S_ISREG(tree->node(id).mode) && tree->dims(id).known() && !shapes.is_sample(tree->dims(id)))
         pc.other_bytes += double(tree->version(id).size);
     return pc;
   }
@@ -179,7 +220,9 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.lock = std::make_unique<CacheDirLock>(p.cache_dir, opts.ssd_dir);
 
   auto t0 = std::chrono::steady_clock::now();
-  TreeLoad loaded = load_or_scan_tree(*p.source, p.cache_dir + "/index.bin");
+  // A first mount lists the source and serves at once; the image headers it does not know yet
+  // are read while serving (the HeaderProber below).
+  TreeLoad loaded = load_or_scan_tree(*p.source, p.cache_dir + "/index.bin", /*probe=*/!opts.probe_lazily);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("{} {} entries of {} in {:.3f}s ({} of index memory)",
                loaded.from_index ? "loaded the persisted index:" : "scanned", loaded.tree.size(), opts.source, secs,
@@ -187,7 +230,6 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.index_reused = loaded.from_index;
   p.tree = std::make_unique<Tree>(std::move(loaded.tree));
 
-  p.samples = std::make_unique<SampleList>(*p.tree, p.shapes);
   p.knowledge = std::make_unique<JobKnowledge>(p.tree->size());
   try {
     p.cache = std::make_unique<TierManager>(cache_config(opts, p.cache_dir, p.tree->size(), p.knowledge.get()));
@@ -205,27 +247,29 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.seed = opts.seed;
   rc.cpu = transform_cores(opts);
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
-  p.staging = std::make_unique<Staging>(opts.prefetch_window, p.cache->residency(),
-                                        p.prefetch_counters);
+  p.staging = std::make_unique<Staging>(opts.prefetch_window, p.cache->residency(), p.prefetch_counters);
   StoreConfig sc;
   sc.members = members_for(opts.eviction);
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
                                           JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
 
+  p.prober = std::make_unique<HeaderProber>(*p.tree, *p.store, std::max(4u, std::min(opts.threads, 32u)),
+                                            [&p] { p.headers_known(); });
+
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
-  p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc);
+  p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout);
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, p.prober.get());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
     PrefetchConfig pc;
     pc.window_bytes = opts.prefetch_window;
     pc.max_in_flight = opts.prefetch_threads;
-    p.prefetcher = std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc,
-                                                p.prefetch_counters,
-                                                [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
+    p.prefetcher =
+        std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc, p.prefetch_counters,
+                                     [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
   }
 
   // The partition model's measurements, ticking once a second from the end of construction.
@@ -247,8 +291,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       {"plan", [&p] { return p.planner->report_text(); }},
       {"plan.json", [&p] { return p.planner->report_json(); }},
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
-      {"samples", [&p] { return render_samples(*p.samples, *p.tree, *p.view_paths); }},
-      {"resident", [&p] { return render_resident(*p.samples, p.cache->residency()); }},
+      {"samples", [&p] { return render_samples(p.samples(), *p.tree, *p.view_paths); }},
+      {"resident", [&p] { return render_resident(p.samples(), p.cache->residency()); }},
       {"order", nullptr, nullptr,
        [&p] {
          return open_order_session(*p.knowledge, *p.view_paths, [&p] {
@@ -256,11 +300,12 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
          });
        }},
       {"importance", nullptr, nullptr,
-       [&p] { return open_importance_session(*p.knowledge, *p.samples, *p.view_paths); }},
+       [&p] { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }},
   });
 
   p.profiler->on_tick([&p] { p.planner->on_tick(); });
   p.profiler->start(std::chrono::seconds(1));
+  p.constructed();
 }
 
 Daemon::~Daemon() { stop(); }
@@ -268,6 +313,10 @@ Daemon::~Daemon() { stop(); }
 void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
   if (p_->prefetcher) p_->prefetcher->stop();
+  if (!p_->prober->complete()) {
+    p_->prober->stop();
+    p_->persist_index();  // the headers read so far: the next mount reads only the rest
+  }
   p_->cache->flush();
 }
 

@@ -12,6 +12,18 @@
 
 namespace prepfs {
 
+std::optional<ImageDims> dims_from_head(std::span<const uint8_t> head, uint64_t file_size) {
+  using transform::HeaderResult;
+  if (file_size < 4) return ImageDims{};
+  if (!transform::looks_like_jpeg(head)) return ImageDims{};
+  HeaderResult h = transform::parse_jpeg_header(head, head.size() >= file_size);
+  switch (h.status) {
+    case HeaderResult::Status::kOk: return ImageDims{h.info.width, h.info.height};
+    case HeaderResult::Status::kNeedMore: return std::nullopt;
+    default: return ImageDims{};
+  }
+}
+
 ImageDims probe_image(Source& source, const std::string& rel, const FileVersion& version) {
   using transform::HeaderResult;
   if (version.size < 4) return {};
@@ -60,9 +72,10 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
   size_t reused = 0;
   for (uint32_t id = 0; id < tree.size(); id++) {
     if (!S_ISREG(tree.node(id).mode) || tree.node(id).size == 0) continue;
-    if (previous && previous->probed()) {
+    if (previous && previous->all_dims().size() == previous->size()) {
       auto old = find_path(*previous, tree.path(id));
-      if (old && S_ISREG(previous->node(*old).mode) && previous->version(*old).size == tree.version(id).size &&
+      if (old && S_ISREG(previous->node(*old).mode) && previous->dims(*old).known() &&
+          previous->version(*old).size == tree.version(id).size &&
           previous->version(*old).mtime_ns == tree.version(id).mtime_ns) {
         dims[id] = previous->dims(*old);
         reused++;
@@ -72,6 +85,11 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
     files.push_back(id);
   }
   if (reused) spdlog::info("image headers: {} reused from the previous index, {} to read", reused, files.size());
+  if (threads == 0) {  // lazily: the store and the HeaderProber read them while serving
+    for (uint32_t id : files) dims[id] = ImageDims::unprobed();
+    tree.set_all_dims(std::move(dims));
+    return;
+  }
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {

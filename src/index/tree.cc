@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -164,10 +165,42 @@ void Tree::count_files() {
       static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
 }
 
+ImageDims Tree::dims(uint32_t id) const {
+  if (id >= dims_.size()) return ImageDims{};
+  const uint64_t v = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<ImageDims*>(&dims_[id])))
+                         .load(std::memory_order_acquire);
+  return std::bit_cast<ImageDims>(v);
+}
+
+void Tree::set_dims(uint32_t id, ImageDims d) {
+  if (id >= dims_.size()) return;
+  const uint64_t v = std::bit_cast<uint64_t>(d);
+  const uint64_t old_v =
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(&dims_[id])).exchange(v, std::memory_order_acq_rel);
+  const ImageDims old = std::bit_cast<ImageDims>(old_v);
+  if (old == d) return;
+  if (!old.known()) std::atomic_ref<uint64_t>(unprobed_count_).fetch_sub(1);
+  if (!d.known()) std::atomic_ref<uint64_t>(unprobed_count_).fetch_add(1);
+  if (old.is_image()) std::atomic_ref<uint64_t>(image_count_).fetch_sub(1);
+  if (d.is_image()) std::atomic_ref<uint64_t>(image_count_).fetch_add(1);
+}
+
+bool Tree::probed() const { return dims_.size() == nodes_.size() && unprobed_count() == 0; }
+
+uint64_t Tree::unprobed_count() const {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(unprobed_count_)).load(std::memory_order_relaxed);
+}
+
+uint64_t Tree::image_count() const {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(image_count_)).load(std::memory_order_relaxed);
+}
+
 void Tree::set_all_dims(std::vector<ImageDims> d) {
   dims_ = std::move(d);
   image_count_ =
       static_cast<uint64_t>(std::count_if(dims_.begin(), dims_.end(), [](const ImageDims& x) { return x.is_image(); }));
+  unprobed_count_ =
+      static_cast<uint64_t>(std::count_if(dims_.begin(), dims_.end(), [](const ImageDims& x) { return !x.known(); }));
 }
 
 }  // namespace prepfs

@@ -154,13 +154,13 @@ std::optional<Tree> load_tree(Source& source, const std::string& path) {
   return std::move(stored->tree);
 }
 
-TreeLoad load_or_scan_tree(Source& source, const std::string& path) {
+TreeLoad load_or_scan_tree(Source& source, const std::string& path, bool probe) {
   if (auto tree = load_tree(source, path)) return TreeLoad{std::move(*tree), true};
   TreeLoad out{Tree::scan(source), false};
   // The previous index, stale as it may be, still knows the headers of files that kept their
   // version: only new or changed files are probed again (one read each, a round trip on S3).
   std::optional<StoredIndex> previous = read_index(source, path);
-  probe_images(out.tree, source, 16, previous ? &previous->tree : nullptr);
+  probe_images(out.tree, source, probe ? 16 : 0, previous ? &previous->tree : nullptr);
   try {
     save_tree(out.tree, source, path);
   } catch (const Error& e) {

@@ -59,8 +59,8 @@ std::string jobs_json(const StatsSources& s) {
   if (s.jobs) {
     std::string list;
     for (const JobStatus& j : s.jobs->jobs())
-      list += fmt::format(R"({}{{"name": "{}", "published": {}, "consumed": {}, "pending": {}}})", list.empty() ? "" : ", ",
-                          j.name, j.published, j.consumed, j.pending);
+      list += fmt::format(R"({}{{"name": "{}", "published": {}, "consumed": {}, "pending": {}}})",
+                          list.empty() ? "" : ", ", j.name, j.published, j.consumed, j.pending);
     out += fmt::format(R"(,
   "jobs": {{"list": [{}], "unexpected_reads": {}}})",
                        list, s.jobs->unexpected_reads());
@@ -90,7 +90,7 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)"
       "\n"
-      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}}{})"
+      R"(  "index": {{"entries": {}, "files": {}, "images": {}, "unprobed": {}, "memory_bytes": {}}}{})"
       "\n"
       "}}\n",
       load(sc.reads), load(sc.bytes), load(sc.opens), load(sc.errors), double(load(sc.read_ns)) / 1e9,
@@ -98,7 +98,8 @@ std::string render_stats_json(const StatsSources& s) {
       load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
       load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented), load(rc.from_decoded),
       load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(), s.tree.file_count(),
-      s.tree.image_count(), s.tree.memory_bytes(), jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
+      s.tree.image_count(), s.tree.unprobed_count(), s.tree.memory_bytes(),
+      jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
 }
 
 }  // namespace prepfs

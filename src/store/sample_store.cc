@@ -7,10 +7,11 @@
 #include <cstring>
 
 #include "prepfs/common/error.h"
+#include "prepfs/index/image_probe.h"
 
 namespace prepfs {
 
-SampleStore::SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
+SampleStore::SampleStore(Source& source, Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
                          StoreConfig cfg, JobSupport jobs)
     : source_(source), tree_(tree), cache_(cache), placer_(placer), renderer_(renderer), cfg_(cfg), jobs_(jobs) {}
 
@@ -39,9 +40,9 @@ Admission SampleStore::admission(const Sample& s, Form form) {
 }
 
 Admission SampleStore::admit(const Sample& s, Form form) const {
-  const bool policy = cfg_.members == StoreConfig::Members::policy ||
-                      (cfg_.members == StoreConfig::Members::policy_with_order && jobs_.knowledge &&
-                       jobs_.knowledge->has_future());
+  const bool policy =
+      cfg_.members == StoreConfig::Members::policy ||
+      (cfg_.members == StoreConfig::Members::policy_with_order && jobs_.knowledge && jobs_.knowledge->has_future());
   if (!policy || !s.placed || !s.is_sample) return admission(s, form);
   // The plan sizes each (form, tier); the ranking policy picks its members as they are read.
   const auto held = [&](Tier t) { return (s.held >> (index_of(form) + kForms * index_of(t))) & 1; };
@@ -102,7 +103,35 @@ ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
   ChunkRef c = cache_.get_or_fill(
       k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, index); }); }, admit(s, Form::raw), s.node);
   if (c->size() != len) throw Error(EIO, "cached chunk of " + s.path + " has the wrong size");
+  if (index == 0 && !s.dims.known()) note_head(s, c);
   return c;
+}
+
+void SampleStore::note_head(const Sample& s, const ChunkRef& c) {
+  const std::span<const uint8_t> head(reinterpret_cast<const uint8_t*>(c->data()), c->size());
+  if (std::optional<ImageDims> d = dims_from_head(head, s.version.size)) tree_.set_dims(s.node, *d);
+}
+
+void SampleStore::probe_head(const Sample& s) {
+  if (s.dims.known() || !S_ISREG(tree_.node(s.node).mode)) return;
+  const CacheKey k = key(s, Form::raw, 0, 0);
+  ChunkRef c;
+  if (s.version.size > 0)
+    c = cache_.get_or_fill(
+        k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, 0); }); }, Admission::staged(), s.node);
+  std::optional<ImageDims> d;
+  if (c) d = dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
+  if (!d) d = s.version.size == 0 ? ImageDims{} : probe_image(source_, s.path, s.version);  // header past chunk 0
+  tree_.set_dims(s.node, *d);
+  if (!c) return;
+  // Now that the index knows what the file is, keep its first chunk as the placement says.
+  const Sample known = resolve(s.node);
+  const Admission where = admit(known, Form::raw);
+  if (where.any())
+    cache_.get_or_fill(
+        k, Form::raw, [&] { return c; }, where, s.node);
+  else if (jobs_.staging)
+    jobs_.staging->put(k, c, s.node);
 }
 
 // The JPEG of a render: raw chunks from the tiers where cached, else from the source, kept only

@@ -200,3 +200,26 @@ def test_two_opportunistic_dataloaders_fetch_each_sample_about_once_per_epoch(da
     # independent shuffles share only what the cache happens to hold.
     assert opportunistic <= 1.3 * 2 * total, (opportunistic, plain, total)
     assert opportunistic < 0.8 * plain, (opportunistic, plain, total)
+
+
+def test_a_first_mount_serves_at_once_and_a_first_epoch_opens_each_image_once(dataset, tmp_path):
+    files = raw_files(dataset)
+    for d in ("slow", "mnt"):
+        (tmp_path / d).mkdir()
+    with SlowFs(dataset, tmp_path / "slow", "--open-latency-ms", "20", "--read-latency-ms", "2") as slow:
+        with Prepfs(tmp_path / "slow", tmp_path / "mnt", tmp_path / "ssd", "ram=256M,ssd=0,prefetch_window=0") as fs:
+            # Mounted after the listing alone: the headers are read while serving.
+            assert fs.stats()["index"]["unprobed"] > 0
+            slow.reset()
+            # The first epoch, as ImageFolder over decoded/ reads it: list, stat, read each file.
+            read = 0
+            for dirpath, _, names in os.walk(os.path.join(fs.mnt, "decoded", "train")):
+                for n in names:
+                    with open(os.path.join(dirpath, n), "rb") as f:
+                        assert f.read(2) == b"P6"
+                        f.read()
+                    read += 1
+            assert read == len(files)
+            opens = slow.counters()["opens"]
+            wait_for(lambda: fs.stats()["index"]["unprobed"] == 0, what="every header read")
+    assert opens <= len(files), f"{opens} source opens for {len(files)} images"

@@ -73,7 +73,7 @@ class FakeMount:
         with open(os.path.join(self.root, ".prepfs", "order")) as f:
             for line in f.read().splitlines():
                 if line.startswith("job "):
-                    job = line[4:]
+                    job = line[4:].split(" ")[0]  # "job NAME [opportunistic]"
                 else:
                     out[job].append(line)
         return out
@@ -252,6 +252,9 @@ def test_opportunistic_takes_resident_samples_first(tmp_path):
     s = paths_sampler(m, seed=4, mode="opportunistic", window=30)
     perm = distributed_order(30, 4, 0)
     assert list(s) == [i for i in perm if i in cached] + [i for i in perm if i not in cached]
+    # published as an opportunistic job: a set of upcoming reads, not an exact sequence
+    with open(os.path.join(m.root, ".prepfs", "order")) as f:
+        assert f"job {s.job} opportunistic" in f.read().splitlines()
     # and what it publishes is the plain order: the daemon prefetches in that order
     assert m.orders()[s.job][1:] == [os.path.relpath(m.path("decoded", i), m.root) for i in perm]
 

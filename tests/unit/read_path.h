@@ -29,7 +29,7 @@ struct ReadPath {
   Renderer renderer;
   SampleStore store;
 
-  ReadPath(Source& source, const Tree& tree, TierManager& cache, RenderConfig rc = default_render_config())
+  ReadPath(Source& source, Tree& tree, TierManager& cache, RenderConfig rc = default_render_config())
       : config(std::move(rc)),
         placer(tree, config.shapes),
         renderer(config, renders),

@@ -119,7 +119,7 @@ TEST(Daemon, ServesRawDecodedAndAugmentedWithoutFuse) {
 }
 
 TEST(Daemon, ARestartOverTheSameCacheDirectoryServesFromTheSsdTier) {
-  Rig rig("partition=fixed:0/0/0/100/0/0");  // every raw sample on the SSD, nothing in RAM
+  Rig rig("probe=mount,partition=fixed:0/0/0/100/0/0");  // every raw sample on the SSD, nothing in RAM
   const std::string path = "raw/" + rig.images[0].first;
   {
     Daemon d(rig.opts);
@@ -149,7 +149,7 @@ TEST(Daemon, TwoDaemonsCannotShareOneCacheDirectory) {
 // decoded pixels (variants render from them).
 void expect_last_serves_leave_tiers_untouched(const std::string& partition, bool from_decoded) {
   SCOPED_TRACE(partition);
-  Rig rig("aug_reuse=1,partition=" + partition);
+  Rig rig("probe=mount,aug_reuse=1,partition=" + partition);  // the first plan sees every sample
   Daemon d(rig.opts);
   const std::string ppm = "cls/img0.ppm";
   if (from_decoded) read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/" + ppm));  // pixels now cached

@@ -13,13 +13,15 @@
 #include "prepfs/core/image_names.h"
 #include "prepfs/core/open_snapshots.h"
 #include "prepfs/index/tree.h"
+#include "prepfs/store/header_prober.h"
 #include "prepfs/store/sample_store.h"
 
 namespace prepfs {
 
 class AugmentedFs final : public Filesystem {
  public:
-  AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout);
+  AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
+              HeaderProber* prober = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -43,6 +45,7 @@ class AugmentedFs final : public Filesystem {
   const Tree& tree_;
   SampleStore& store_;
   ViewCounters& counters_;
+  HeaderProber* prober_;
   ImageNames names_;
   unsigned aug_reuse_;
   double timeout_;

@@ -20,6 +20,7 @@
 #include "prepfs/core/invalidations.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/source/source.h"
+#include "prepfs/store/header_prober.h"
 #include "prepfs/store/sample_store.h"
 
 namespace prepfs {
@@ -41,8 +42,10 @@ class DataFs final : public Filesystem {
 
   // Revalidation (metadata_ttl) updates file versions in tree and pushes the inodes whose kernel
   // pages must go to `invalidations`.
+  // prober (may be null: every header known) reads headers the image views need and a first
+  // mount did not wait for.
   DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& counters, Invalidations& invalidations,
-         const DataFsConfig& cfg);
+         const DataFsConfig& cfg, HeaderProber* prober = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -74,6 +77,7 @@ class DataFs final : public Filesystem {
   SampleStore& store_;
   ViewCounters& counters_;
   Invalidations& invalidations_;
+  HeaderProber* prober_;
   std::unique_ptr<ImageNames> names_;  // null without image views
   DataFsConfig cfg_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();

@@ -27,12 +27,17 @@ struct Node {
 };
 static_assert(sizeof(Node) == 40);
 
-// Image dimensions of a file, from its header; {0, 0} for anything that is not a servable JPEG.
+// Image dimensions of a file, from its header; {0, 0} for anything that is not a servable JPEG,
+// and unprobed() while its header has not been read yet (a first mount probes lazily).
 struct ImageDims {
   uint32_t width = 0;
   uint32_t height = 0;
   bool is_image() const { return width != 0 && height != 0; }
+  static constexpr ImageDims unprobed() { return {UINT32_MAX, 0}; }
+  bool known() const { return !(width == UINT32_MAX && height == 0); }
+  bool operator==(const ImageDims&) const = default;
 };
+static_assert(sizeof(ImageDims) == 8);
 
 class Tree {
  public:
@@ -53,16 +58,22 @@ class Tree {
   FileVersion version(uint32_t id) const;
   void set_version(uint32_t id, const FileVersion& v);
 
-  // Image dimensions, filled by probe_images() (core/image_probe.h). Empty until probed.
-  ImageDims dims(uint32_t id) const { return id < dims_.size() ? dims_[id] : ImageDims{}; }
-  bool probed() const { return dims_.size() == nodes_.size(); }
+  // Image dimensions, filled by probe_images() (index/image_probe.h) or one file at a time as
+  // headers are read (set_dims, from any thread). Empty until probed.
+  ImageDims dims(uint32_t id) const;
+  // Every regular file's dimensions are known (none unprobed).
+  bool probed() const;
   const std::vector<ImageDims>& all_dims() const { return dims_; }
   void set_all_dims(std::vector<ImageDims> d);
+  // Records one file's header; safe while readers run (one atomic 8-byte store).
+  void set_dims(uint32_t id, ImageDims d);
+  // Regular files whose header is still to be read (a first mount that probes lazily).
+  uint64_t unprobed_count() const;
 
   uint64_t memory_bytes() const;  // what the index costs in RAM
   // Counted once when the tree is built or probed: stats and metrics read them on every scrape.
   uint64_t file_count() const { return file_count_; }
-  uint64_t image_count() const { return image_count_; }
+  uint64_t image_count() const;
 
   // For the persisted index (tree_store.cc).
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -74,7 +85,8 @@ class Tree {
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
   uint64_t file_count_ = 0;
-  uint64_t image_count_ = 0;
+  uint64_t image_count_ = 0;     // read and updated through atomic_ref (set_dims)
+  uint64_t unprobed_count_ = 0;  // likewise
   void count_files();
 };
 

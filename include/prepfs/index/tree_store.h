@@ -20,7 +20,9 @@ struct TreeLoad {
 
 // Loads path if it exists, is intact, belongs to this source and every directory's fingerprint
 // still matches; otherwise scans the source and writes a fresh index to path (best effort).
-TreeLoad load_or_scan_tree(Source& source, const std::string& path);
+// With probe=false the image headers that the previous index does not know are left unprobed
+// (read later, while serving: store/header_prober.h) and the mount does not wait for them.
+TreeLoad load_or_scan_tree(Source& source, const std::string& path, bool probe = true);
 
 // Writes the index atomically (temp file + rename). Throws Error on failure.
 void save_tree(const Tree& tree, Source& source, const std::string& path);

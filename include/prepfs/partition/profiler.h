@@ -145,6 +145,10 @@ class Profiler {
   // Called after each tick on the profiler's thread (the planner re-plans from there).
   void on_tick(std::function<void()> fn);
 
+  // Recomputes the mean sizes per form and the sample count from the index (O(files); also done
+  // every size_refresh_ticks): after the image headers a first mount read lazily are all known.
+  void refresh_sizes();
+
   Profile profile() const;
   model::Inputs inputs() const { return profile().inputs(); }
   // The same, with the inputs that stand on priors (or are unknown) listed in *notes, one line
@@ -169,7 +173,6 @@ class Profiler {
   };
 
   Snapshot read_counters() const;
-  void refresh_sizes();  // O(files); outside mu_
   void update_source(const Snapshot& d, double wall_ns);
   void update_ssd(const Snapshot& d, double wall_ns);
   void update_cpu(const Snapshot& d);

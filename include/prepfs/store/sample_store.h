@@ -40,7 +40,8 @@ struct JobSupport {
 
 class SampleStore {
  public:
-  SampleStore(Source& source, const Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
+  // tree: headers read on the way (a first mount probes lazily) record the file's dimensions.
+  SampleStore(Source& source, Tree& tree, TierManager& cache, const Placer& placer, Renderer& renderer,
               StoreConfig cfg = {}, JobSupport jobs = {});
 
   Sample resolve(uint32_t node) const;
@@ -65,6 +66,10 @@ class SampleStore {
   // `may_transform` (a CPU slot is free); otherwise the raw bytes are fetched instead.
   // Returns the bytes fetched or rendered (0 when everything was at hand already).
   uint64_t prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform);
+  // Reads the header of a file whose dimensions are not known yet (the HeaderProber's work): its
+  // first chunk, which is then kept where the placement says, or staged for the read that
+  // usually follows. Records the dimensions in the index.
+  void probe_head(const Sample& s);
   // Whether a read of `form` of s finds everything it needs without the source.
   bool ready(const Sample& s, Form form, uint32_t variant);
 
@@ -82,7 +87,8 @@ class SampleStore {
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
   JpegBytes jpeg(const Sample& s);
   ChunkRef render_augmented(const Sample& s, uint32_t variant);
-  Admission admit(const Sample& s, Form form) const;  // admission(), or the policy's membership
+  void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
+  Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
   // A fill: a staged entry when the prefetcher made one, else make().
   template <class Make>
   ChunkRef staged_or(const CacheKey& key, Make&& make);
@@ -92,7 +98,7 @@ class SampleStore {
   uint64_t prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make);
 
   Source& source_;
-  const Tree& tree_;
+  Tree& tree_;
   TierManager& cache_;
   const Placer& placer_;
   Renderer& renderer_;
