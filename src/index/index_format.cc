@@ -13,19 +13,27 @@ namespace {
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
 constexpr uint32_t kVersion = 2;  // 2: image dimensions per node
 
-struct Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t reserved;
-  uint64_t source_hash;  // index_source_hash()
-  uint64_t node_count;
-  uint64_t arena_size;
-  uint64_t dir_count;
-};
-
 void append(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 
 [[noreturn]] void reject(const char* why) { throw Error(EIO, why); }
+
+// Consumes the sections of an index in order; callers check sizes before taking.
+struct Reader {
+  std::string_view rest;
+
+  size_t left() const { return rest.size(); }
+  std::string_view bytes(size_t n) {
+    std::string_view out = rest.substr(0, n);
+    rest.remove_prefix(n);
+    return out;
+  }
+  template <class T>
+  std::vector<T> take(size_t count) {
+    std::vector<T> out(count);
+    if (count > 0) std::memcpy(out.data(), bytes(count * sizeof(T)).data(), count * sizeof(T));
+    return out;
+  }
+};
 
 }  // namespace
 
@@ -45,7 +53,7 @@ std::string encode_index(const Tree& tree, Source& source) {
     }
     dirs.push_back(DirRecord{id, 0, *fp});
   }
-  Header h{};
+  IndexHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
   h.source_hash = index_source_hash(source);
@@ -67,32 +75,38 @@ std::string encode_index(const Tree& tree, Source& source) {
 }
 
 StoredIndex decode_index(std::string_view data, uint64_t source_hash) {
-  if (data.size() < sizeof(Header) + 8) reject("truncated");
+  if (data.size() < sizeof(IndexHeader) + 8) reject("truncated");
   uint64_t sum;
   std::memcpy(&sum, data.data() + data.size() - 8, 8);
   if (XXH3_64bits(data.data(), data.size() - 8) != sum) reject("checksum mismatch");
-  Header h;
+  IndexHeader h;
   std::memcpy(&h, data.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) reject("unknown format");
   if (h.source_hash != source_hash) reject("it belongs to another source");
-  size_t need = sizeof h + h.node_count * sizeof(Node) + h.arena_size + h.dir_count * sizeof(DirRecord) +
-                h.node_count * sizeof(ImageDims) + 8;
-  if (need != data.size() || h.node_count == 0) reject("size mismatch");
 
-  const char* p = data.data() + sizeof h;
-  std::vector<Node> nodes(h.node_count);
-  std::memcpy(nodes.data(), p, h.node_count * sizeof(Node));
-  p += h.node_count * sizeof(Node);
-  std::string arena(p, h.arena_size);
-  p += h.arena_size;
-  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena)), std::vector<DirRecord>(h.dir_count)};
-  std::memcpy(out.dirs.data(), p, h.dir_count * sizeof(DirRecord));
-  p += h.dir_count * sizeof(DirRecord);
-  std::vector<ImageDims> dims(h.node_count);
-  std::memcpy(dims.data(), p, h.node_count * sizeof(ImageDims));
-  out.tree.set_all_dims(std::move(dims));
-  for (const DirRecord& r : out.dirs)
-    if (r.node >= out.tree.size() || !out.tree.is_dir(r.node)) reject("corrupt directory record");
+  // Each count is checked against the bytes left before it is multiplied, so no product can
+  // wrap around and nothing is allocated beyond the file's own size.
+  Reader in{data.substr(sizeof h, data.size() - sizeof h - 8)};
+  if (h.node_count == 0 || h.node_count > in.left() / (sizeof(Node) + sizeof(ImageDims))) reject("size mismatch");
+  std::vector<Node> nodes = in.take<Node>(h.node_count);
+  if (h.arena_size > in.left()) reject("size mismatch");
+  std::string arena(in.bytes(h.arena_size));
+  if (h.dir_count > in.left() / sizeof(DirRecord)) reject("size mismatch");
+  std::vector<DirRecord> dirs = in.take<DirRecord>(h.dir_count);
+  if (in.left() != h.node_count * sizeof(ImageDims)) reject("size mismatch");
+  std::vector<ImageDims> dims = in.take<ImageDims>(h.node_count);
+
+  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena), std::move(dims)), std::move(dirs)};
+  // Every directory once, in node order, as encode_index writes them (or none): a directory
+  // without a record would be reused unchecked.
+  size_t dir_nodes = 0;
+  for (uint32_t id = 0; id < out.tree.size(); id++) dir_nodes += out.tree.is_dir(id);
+  if (!out.dirs.empty() && out.dirs.size() != dir_nodes) reject("corrupt directory record");
+  for (size_t i = 0; i < out.dirs.size(); i++) {
+    const uint32_t node = out.dirs[i].node;
+    if (node >= out.tree.size() || !out.tree.is_dir(node) || (i > 0 && node <= out.dirs[i - 1].node))
+      reject("corrupt directory record");
+  }
   return out;
 }
 

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "prepfs/common/error.h"
 #include "prepfs/index/image_probe.h"
@@ -31,14 +30,43 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
 
 namespace {
 
+// The whole index file, or nullopt when there is none. Only a regular file is read, and only as
+// many bytes as it had when opened: a symlink to /dev/zero or a FIFO left in ssd_dir must not
+// hang the mount or fill its memory.
+std::optional<std::string> read_index_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) spdlog::info("metadata index {} not usable: {}", path, std::strerror(errno));
+    return std::nullopt;
+  }
+  struct stat st;
+  std::string data;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (ok) {
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < data.size()) {
+      ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    data.resize(got);  // a file truncated meanwhile fails the checksum
+  }
+  ::close(fd);
+  if (!ok) {
+    spdlog::info("metadata index {} not usable: not a regular file", path);
+    return std::nullopt;
+  }
+  return data;
+}
+
 // Reads an index file and checks its integrity and owner; says nothing about freshness.
 std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::optional<std::string> data = read_index_file(path);
+  if (!data) return std::nullopt;
   try {
-    return decode_index(ss.str(), index_source_hash(source));
+    return decode_index(*data, index_source_hash(source));
   } catch (const Error& e) {
     spdlog::info("metadata index {} not usable: {}", path, e.what());
     return std::nullopt;
@@ -47,29 +75,39 @@ std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
 
 }  // namespace
 
-std::optional<Tree> load_tree(Source& source, const std::string& path) {
-  auto stored = read_index(source, path);
-  if (!stored) return std::nullopt;
-  if (stored->dirs.empty()) {
+namespace {
+
+// Whether every directory still has the fingerprint it had when the index was written.
+bool still_fresh(const StoredIndex& stored, Source& source, const std::string& path) {
+  if (stored.dirs.empty()) {
     spdlog::info("metadata index {} not reused: the source has no directory fingerprints", path);
-    return std::nullopt;
+    return false;
   }
-  for (const DirRecord& r : stored->dirs) {
-    auto fp = source.dir_fingerprint(stored->tree.path(r.node));
+  for (const DirRecord& r : stored.dirs) {
+    auto fp = source.dir_fingerprint(stored.tree.path(r.node));
     if (!fp || !(*fp == r.fp)) {
-      spdlog::info("metadata index {} not reused: {} changed", path, stored->tree.path(r.node));
-      return std::nullopt;
+      spdlog::info("metadata index {} not reused: {} changed", path, stored.tree.path(r.node));
+      return false;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Tree> load_tree(Source& source, const std::string& path) {
+  std::optional<StoredIndex> stored = read_index(source, path);
+  if (!stored || !still_fresh(*stored, source, path)) return std::nullopt;
   return std::move(stored->tree);
 }
 
 TreeLoad load_or_scan_tree(Source& source, const std::string& path) {
-  if (auto tree = load_tree(source, path)) return TreeLoad{std::move(*tree), true};
+  // Read once: a file that is refused is said so once in the log.
+  std::optional<StoredIndex> previous = read_index(source, path);
+  if (previous && still_fresh(*previous, source, path)) return TreeLoad{std::move(previous->tree), true};
   TreeLoad out{Tree::scan(source), false};
   // The previous index, stale as it may be, still knows the headers of files that kept their
   // version: only new or changed files are probed again (one read each, a round trip on S3).
-  std::optional<StoredIndex> previous = read_index(source, path);
   probe_images(out.tree, source, 16, previous ? &previous->tree : nullptr);
   try {
     save_tree(out.tree, source, path);

@@ -17,6 +17,17 @@
 
 namespace prepfs {
 
+struct IndexHeader {
+  char magic[8];  // "PREPFSI\0"
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t source_hash;  // index_source_hash()
+  uint64_t node_count;
+  uint64_t arena_size;
+  uint64_t dir_count;
+};
+static_assert(sizeof(IndexHeader) == 48);
+
 // The fingerprint a directory had when the index was written.
 struct DirRecord {
   uint32_t node;
@@ -37,7 +48,10 @@ std::string encode_index(const Tree& tree, Source& source);
 
 // Checks integrity and owner and returns the stored index; says nothing about freshness. Throws
 // Error(EIO) saying what is wrong when the bytes are not an index of the source whose hash is
-// source_hash.
+// source_hash. The checksum only catches accidents (anyone who can write ssd_dir can recompute
+// it), so past it nothing is trusted: every count is checked against the bytes there are before
+// anything is allocated, and the tree must pass Tree::from_parts (no cycle, every id, name and
+// range in bounds), so a damaged index can be refused but never loop, crash or fill memory.
 StoredIndex decode_index(std::string_view bytes, uint64_t source_hash);
 
 }  // namespace prepfs
