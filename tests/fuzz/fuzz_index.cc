@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,16 +57,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   if (size >= kSourceHashOffset + 8) std::memcpy(&source_hash, bytes + kSourceHashOffset, 8);
   const uint64_t sum = XXH3_64bits(file.data(), file.size());
   file.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+  std::optional<prepfs::StoredIndex> index;
   try {
-    prepfs::StoredIndex index = prepfs::decode_index(file, source_hash);
-    walk(index);
-    // What was accepted must survive a save and a reload unchanged (the next mount's path).
-    FingerprintSource source;
-    const std::string again = prepfs::encode_index(index.tree, source);
-    if (prepfs::decode_index(again, prepfs::index_source_hash(source)).tree.size() != index.tree.size())
-      __builtin_trap();
+    index = prepfs::decode_index(file, source_hash);
   } catch (const prepfs::Error& e) {
     if (e.err() != EIO) __builtin_trap();
+    return 0;
   }
+  walk(*index);
+  // What was accepted must survive a save and a reload unchanged (the next mount's path); a
+  // refusal here escapes as an exception, which libFuzzer reports.
+  FingerprintSource source;
+  const prepfs::Tree& t = index->tree;
+  const prepfs::Tree again =
+      prepfs::decode_index(prepfs::encode_index(t, source), prepfs::index_source_hash(source)).tree;
+  if (again.arena() != t.arena() || again.all_dims().size() != t.all_dims().size() ||
+      std::memcmp(again.nodes().data(), t.nodes().data(), t.size() * sizeof(prepfs::Node)) != 0)
+    __builtin_trap();
   return 0;
 }
