@@ -249,15 +249,15 @@ void apply_option_list(Options& o, std::string_view list) {
   flush();
 }
 
-void apply_config_file(Options& o, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_errno(errno ? errno : ENOENT, "config file " + path);
-  std::string line;
+void apply_config_text(Options& o, std::string_view text, const std::string& origin) {
   int lineno = 0;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
     lineno++;
     size_t hash = line.find('#');
-    if (hash != std::string::npos) line.erase(hash);
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
     std::string t = trim(line);
     if (t.empty()) continue;
     size_t eq = t.find('=');
@@ -271,9 +271,23 @@ void apply_config_file(Options& o, const std::string& path) {
       else
         apply_option(o, key, value, eq != std::string::npos);
     } catch (const Error& e) {
-      throw Error(e.err(), path + ":" + std::to_string(lineno) + ": " + e.what());
+      throw Error(e.err(), origin + ":" + std::to_string(lineno) + ": " + e.what());
     }
   }
+}
+
+void apply_config_file(Options& o, const std::string& path) {
+  // A config file is a few dozen lines; the cap keeps a mistaken path (/dev/zero, a disk image)
+  // from filling memory.
+  constexpr size_t kMaxConfigBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_errno(errno ? errno : ENOENT, "config file " + path);
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw_errno(errno ? errno : EIO, "config file " + path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) throw Error(EFBIG, "config file " + path + " is larger than 1 MiB");
+  apply_config_text(o, text, path);
 }
 
 void finalize_options(Options& o) {

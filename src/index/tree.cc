@@ -91,14 +91,6 @@ Tree Tree::scan(Source& source) {
   return t;
 }
 
-Tree Tree::from_parts(std::vector<Node> nodes, std::string arena) {
-  Tree t;
-  t.nodes_ = std::move(nodes);
-  t.arena_ = std::move(arena);
-  t.count_files();
-  return t;
-}
-
 std::string_view Tree::name(uint32_t id) const {
   const Node& n = nodes_[id];
   return std::string_view(arena_).substr(n.name_off, n.name_len);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 #include "prepfs/common/error.h"
 #include "prepfs/common/options.h"
 #include "prepfs/common/size.h"
@@ -100,6 +102,28 @@ TEST(Options, ConfigFileErrorsNameFileAndLine) {
     EXPECT_NE(std::string(e.what()).find("what"), std::string::npos) << e.what();
   }
   EXPECT_THROW(apply_config_file(o, dir / "missing.conf"), Error);
+}
+
+TEST(Options, ConfigTextIsTheFileWithoutTheFile) {
+  Options o;
+  apply_config_text(o, "ssd = 5G\r\n# x\nseed=3", "inline");  // CRLF and no final newline
+  EXPECT_EQ(o.ssd_bytes, 5ull << 30);
+  EXPECT_EQ(o.seed, 3u);
+  try {
+    apply_config_text(o, "\n\nram = lots\n", "inline");
+    FAIL() << "bad size accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inline:3"), std::string::npos) << e.what();
+  }
+  // A config path pointing at something huge (a disk image, /dev/zero) is refused, not slurped.
+  test::TempDir dir;
+  dir.write("big.conf", std::string((1 << 20) + 1, '#'));
+  try {
+    apply_config_file(o, dir / "big.conf");
+    FAIL() << "a 1 MiB config file accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EFBIG);
+  }
 }
 
 TEST(Options, EveryDocumentedKeyIsAccepted) {

@@ -70,6 +70,8 @@ void apply_option_list(Options& opts, std::string_view list);
 // Applies a config file: "key = value" lines, '#' comments, blank lines; source= and mountpoint=
 // are accepted here too. Errors name the file and line.
 void apply_config_file(Options& opts, const std::string& path);
+// The same for config text already in memory; origin names it in errors (the file's path).
+void apply_config_text(Options& opts, std::string_view text, const std::string& origin);
 
 // Fills derived defaults (ssd_dir) and checks cross-field constraints.
 void finalize_options(Options& opts);

@@ -64,10 +64,13 @@ class Tree {
   uint64_t file_count() const { return file_count_; }
   uint64_t image_count() const { return image_count_; }
 
-  // For the persisted index (tree_store.cc).
+  // For the persisted index (index_format.cc).
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::string& arena() const { return arena_; }
-  static Tree from_parts(std::vector<Node> nodes, std::string arena);
+  // Throws Error(EIO) naming the first broken rule unless the parts form a tree scan() could
+  // have built (tree_check.cc): ids in range, parents before children, every name a single path
+  // component inside the arena, children sorted, dims (empty: not probed) only on files.
+  static Tree from_parts(std::vector<Node> nodes, std::string arena, std::vector<ImageDims> dims);
 
  private:
   std::vector<Node> nodes_;

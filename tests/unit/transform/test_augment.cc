@@ -40,6 +40,19 @@ TEST(Augment, VariantsAreReproducibleAndDiffer) {
   EXPECT_EQ(a.height, 224);
 }
 
+// rrc with a ratio range the image cannot meet narrowed the crop to zero rows: every path must
+// still crop one pixel and resize it (found by fuzz_options; CropSampler.FallbackNever...).
+TEST(Augment, AnUnreachableRatioStillCropsAPixel) {
+  const PipelineSpec s = PipelineSpec::parse("rrc(8,0.08,1,4,4)");
+  for (const Bytes& j : {make(1, 1), make(7, 1), make(3, 2)}) {
+    for (const FastPaths& f : {FastPaths{}, FastPaths{true, false, 2.0}, FastPaths{true, true, 2.0}}) {
+      const Image img = run(j, s, 0, f);
+      EXPECT_EQ(img.width, 8);
+      EXPECT_EQ(img.height, 8);
+    }
+  }
+}
+
 TEST(Augment, ExactPathIsDecodeThenOps) {
   const Bytes j = make(300, 200);
   for (const char* spec :
