@@ -26,6 +26,7 @@
 #include "prepfs/transform/image.h"
 #include "prepfs/transform/jpeg_decode.h"
 #include "prepfs/transform/pipeline_spec.h"
+#include "prepfs/transform/resample.h"
 #include "prepfs/transform/rng.h"
 
 #include <cstdint>
@@ -43,6 +44,7 @@ struct FastPaths {
 struct AugmentOptions {
   DecodeLimits limits;
   FastPaths fast;
+  ResampleKernel resample = ResampleKernel::kSimd;  // same bytes either way (benchmarks compare)
 };
 
 // Decode + augment. Throws DecodeError (EIO) for bad input, including a pipeline whose
@@ -51,7 +53,11 @@ Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec,
                    const AugmentOptions& opts = {});
 
 // The ops alone, exact, on already decoded pixels.
-Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs);
+Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs, ResampleKernel kernel = ResampleKernel::kSimd);
+// The same on pixels that stay where they are (a cache entry, say): the first op reads the view,
+// so a crop or resize copies only what it keeps.
+Image apply_ops(ImageView src, std::span<const Op> ops, RandomSource& rs,
+                ResampleKernel kernel = ResampleKernel::kSimd);
 
 // Cache-key hash of what determines augmented bytes besides (seed, path, variant): the spec and
 // the fast-path settings (they change pixels).
