@@ -162,7 +162,6 @@ Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec,
 
 std::uint64_t pipeline_key(const PipelineSpec& spec, const FastPaths& fast) {
   std::string s = spec.canonical();
-  s += "|crop_decode=" + std::to_string(fast.crop_decode ? 1 : 0);
   s += "|dct_scale=" + std::to_string(fast.dct_scale ? 1 : 0);
   if (fast.dct_scale) {
     char buf[32];
