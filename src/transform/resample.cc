@@ -5,6 +5,7 @@
 
 #include "resample_kernels.h"
 
+#include <memory>
 #include <stdexcept>
 
 namespace prepfs::transform {
@@ -42,31 +43,37 @@ Image resize_bilinear(ImageView src, int out_w, int out_h, BoxF box_d, ResampleK
   const std::size_t last = static_cast<std::size_t>(out_h - 1);
   const int ybox_last = cv.first[last] + cv.count[last];
 
+  const auto horizontal = [&](const AxisCoeffs& c, const detail::OutputView& out) {
+    if (simd) {
+      detail::horizontal_simd(src, ybox_first, c, out);
+    } else {
+      detail::horizontal_reference(src, ybox_first, c, out);
+    }
+  };
   ImageView cur = src;
-  int cur_row_base = 0;  // which source row cur.row(0) is
-  Image tmp;
+  int cur_row_base = 0;                 // which source row cur.row(0) is
+  std::unique_ptr<std::uint8_t[]> tmp;  // the horizontal pass's rows, when the vertical one follows
   if (need_h) {
     const AxisCoeffs ch = axis_coeffs(src.width, box[0], box[2], out_w);
-    tmp = Image(out_w, ybox_last - ybox_first);
-    if (simd) {
-      detail::horizontal_simd(src, ybox_first, ch, tmp);
-    } else {
-      detail::horizontal_reference(src, ybox_first, ch, tmp);
+    const int rows = ybox_last - ybox_first;
+    if (!need_v) {  // the vertical box spans the image rows exactly: rows == out_h
+      Image out(out_w, rows);
+      horizontal(ch, detail::output_view(out));
+      return out;
     }
-    cur = tmp.view();
+    const std::ptrdiff_t stride = static_cast<std::ptrdiff_t>(out_w) * kChannels;
+    tmp = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(stride) * rows);
+    horizontal(ch, detail::OutputView{tmp.get(), out_w, rows, stride});
+    cur = ImageView{tmp.get(), out_w, rows, stride};
     cur_row_base = ybox_first;
   }
-  if (need_v) {
-    Image out(cur.width, out_h);
-    if (simd) {
-      detail::vertical_simd(cur, cur_row_base, cv, out);
-    } else {
-      detail::vertical_reference(cur, cur_row_base, cv, out);
-    }
-    return out;
+  Image out(cur.width, out_h);
+  if (simd) {
+    detail::vertical_simd(cur, cur_row_base, cv, detail::output_view(out));
+  } else {
+    detail::vertical_reference(cur, cur_row_base, cv, detail::output_view(out));
   }
-  // Only the horizontal pass ran (the vertical box spans the image rows exactly).
-  return tmp;
+  return out;
 }
 
 }  // namespace prepfs::transform

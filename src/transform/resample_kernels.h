@@ -9,18 +9,19 @@
 
 #include "prepfs/transform/image.h"
 
+#include "output_view.h"
 #include "resample_coeffs.h"
 
 namespace prepfs::transform::detail {
 
 // Horizontal pass: output row r is input row r + row_offset filtered along x.
-void horizontal_reference(ImageView in, int row_offset, const AxisCoeffs& c, Image& out);
-void horizontal_simd(ImageView in, int row_offset, const AxisCoeffs& c, Image& out);
+void horizontal_reference(ImageView in, int row_offset, const AxisCoeffs& c, const OutputView& out);
+void horizontal_simd(ImageView in, int row_offset, const AxisCoeffs& c, const OutputView& out);
 
 // Vertical pass: c.first[] is relative to input row row_base (Pillow shifts the bounds by the
 // first row the horizontal pass produced). in.width == out.width.
-void vertical_reference(ImageView in, int row_base, const AxisCoeffs& c, Image& out);
-void vertical_simd(ImageView in, int row_base, const AxisCoeffs& c, Image& out);
+void vertical_reference(ImageView in, int row_base, const AxisCoeffs& c, const OutputView& out);
+void vertical_simd(ImageView in, int row_base, const AxisCoeffs& c, const OutputView& out);
 
 // The Highway target (HWY_AVX2, ...) the SIMD passes dispatch to now.
 std::int64_t simd_dispatch_target();

@@ -25,7 +25,8 @@ inline v4si load3(const std::uint8_t* p) { return v4si{p[0], p[1], p[2], 0}; }
 
 }  // namespace
 
-PREPFS_REFERENCE_CLONES void horizontal_reference(ImageView in, int row_offset, const AxisCoeffs& c, Image& out) {
+PREPFS_REFERENCE_CLONES void horizontal_reference(ImageView in, int row_offset, const AxisCoeffs& c,
+                                                  const OutputView& out) {
   for (int yy = 0; yy < out.height; ++yy) {
     const std::uint8_t* src = in.row(yy + row_offset);
     std::uint8_t* dst = out.row(yy);
@@ -47,7 +48,8 @@ PREPFS_REFERENCE_CLONES void horizontal_reference(ImageView in, int row_offset, 
   }
 }
 
-PREPFS_REFERENCE_CLONES void vertical_reference(ImageView in, int row_base, const AxisCoeffs& c, Image& out) {
+PREPFS_REFERENCE_CLONES void vertical_reference(ImageView in, int row_base, const AxisCoeffs& c,
+                                                const OutputView& out) {
   const int row_len = out.width * kChannels;
   const int nvec = row_len / 4;
   std::vector<v4si> acc(static_cast<std::size_t>(nvec) + 1);

@@ -35,7 +35,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Highway's fallback for CPUs without a vector target (HWY_SCALAR, one-lane vectors without byte
 // shuffles; GCC < 12.3 also gets it instead of EMU128): Pillow's loops.
 
-void HorizontalPass(const ImageView& in, int row_offset, const AxisCoeffs& c, Image& out) {
+void HorizontalPass(const ImageView& in, int row_offset, const AxisCoeffs& c, const OutputView& out) {
   for (int yy = 0; yy < out.height; ++yy) {
     const std::uint8_t* src = in.row(yy + row_offset);
     std::uint8_t* dst = out.row(yy);
@@ -55,7 +55,7 @@ void HorizontalPass(const ImageView& in, int row_offset, const AxisCoeffs& c, Im
   }
 }
 
-void VerticalPass(const ImageView& in, int row_base, const AxisCoeffs& c, Image& out) {
+void VerticalPass(const ImageView& in, int row_base, const AxisCoeffs& c, const OutputView& out) {
   const int row_len = out.width * kChannels;
   for (int yy = 0; yy < out.height; ++yy) {
     const std::int32_t* k = c.weights(yy);
@@ -85,7 +85,7 @@ HWY_INLINE hn::Vec<D8> LoadBlockWindows(D8 d8, const std::uint8_t* row, const st
   }
 }
 
-void HorizontalPass(const ImageView& in, int row_offset, const AxisCoeffs& c, Image& out) {
+void HorizontalPass(const ImageView& in, int row_offset, const AxisCoeffs& c, const OutputView& out) {
   const hn::ScalableTag<std::int32_t> di;
   const hn::Repartition<std::uint32_t, decltype(di)> du32;
   const hn::Repartition<std::uint8_t, decltype(di)> d8;  // the same vector as bytes
@@ -170,7 +170,7 @@ HWY_INLINE void VerticalSpan(const std::uint8_t* const* rows, const std::int32_t
   }
 }
 
-void VerticalPass(const ImageView& in, int row_base, const AxisCoeffs& c, Image& out) {
+void VerticalPass(const ImageView& in, int row_base, const AxisCoeffs& c, const OutputView& out) {
   const hn::ScalableTag<std::int32_t> di;
   const int lanes = static_cast<int>(hn::Lanes(di));
   const int row_len = out.width * kChannels;
@@ -213,11 +213,11 @@ HWY_EXPORT(HorizontalPass);
 HWY_EXPORT(VerticalPass);
 HWY_EXPORT(CompiledTarget);
 
-void horizontal_simd(ImageView in, int row_offset, const AxisCoeffs& c, Image& out) {
+void horizontal_simd(ImageView in, int row_offset, const AxisCoeffs& c, const OutputView& out) {
   HWY_DYNAMIC_DISPATCH(HorizontalPass)(in, row_offset, c, out);
 }
 
-void vertical_simd(ImageView in, int row_base, const AxisCoeffs& c, Image& out) {
+void vertical_simd(ImageView in, int row_base, const AxisCoeffs& c, const OutputView& out) {
   HWY_DYNAMIC_DISPATCH(VerticalPass)(in, row_base, c, out);
 }
 
