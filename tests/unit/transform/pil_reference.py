@@ -196,7 +196,8 @@ def write_fixtures(out):
 def random_geometry(out, jpegs):
     """Resizes for the SIMD kernels, which every dispatch target runs: random crops (1-pixel
     ones included), odd sizes, upscales and downscales by up to 40x, float boxes and flips, on
-    RGB, grayscale and CMYK sources. Its own random stream, so the cases above stay as they were."""
+    RGB, grayscale and CMYK sources. Reference files rg*.rgb (test_reference.cc picks them by
+    that name). Its own random stream, so the cases above stay as they were."""
     import numpy as np
     from PIL import Image as I
     gs = np.random.RandomState(7)

@@ -253,15 +253,19 @@ TEST(PilReference, ResizeEqualsPilBilinear) {
 }
 
 // Every kernel against PIL: the reference kernels and the SIMD kernels pinned to each target
-// this machine has, the portable fallback included, on every resize of the manifest (with the
-// random geometry of pil_reference.py: 1-pixel crops, odd sizes, up- and downscales by up to
-// 40x, float boxes and flips, on RGB, grayscale and CMYK sources).
+// this machine has, the portable fallback included, on the random geometry of pil_reference.py
+// (1-pixel crops, odd sizes, up- and downscales by up to 40x, float boxes and flips, on RGB,
+// grayscale and CMYK sources).
 TEST(PilReference, ResizeEqualsPilOnEveryKernelAndTarget) {
   REQUIRE_FIXTURES();
   std::map<std::string, Image> decoded;
   std::vector<std::vector<std::string>> cases;
   for (const auto& t : manifest(dir, "MANIFEST")) {
     if (t[0] != "resize" && t[0] != "resizebox" && t[0] != "resizeflip") continue;
+    // The random geometry (reference files rg*.rgb); the fixed cases, some of them millions of
+    // pixels, stay with ResizeEqualsPilBilinear: five kernels over them take minutes in a
+    // sanitizer build.
+    if (t.back().rfind("rg", 0) != 0) continue;
     if (!decoded.count(t[1])) decoded.emplace(t[1], decode_jpeg(jpeg_of(dir, t[1])));
     cases.push_back(t);
   }
@@ -293,7 +297,7 @@ TEST(PilReference, ResizeEqualsPilOnEveryKernelAndTarget) {
   run_all(ResampleKernel::kReference, "reference kernels");
   const int targets =
       testing::for_each_simd_target([&](const SimdTarget& t) { run_all(ResampleKernel::kSimd, "SIMD " + t.name); });
-  EXPECT_GE(cases.size(), 500u);
+  EXPECT_GE(cases.size(), 250u);
   EXPECT_GE(targets, 2);  // a vector target and the scalar fallback at least
   EXPECT_GT(flips, 20 * (targets + 1));
   EXPECT_GT(one_pixel, 10 * (targets + 1));

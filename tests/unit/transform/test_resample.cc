@@ -132,7 +132,7 @@ RandomCase random_case(std::mt19937& gen) {
     switch (pick(0, 5)) {
       case 0: return 1;
       case 1: return std::max(1, in / pick(2, 40));          // strong downscale
-      case 2: return pick(1, 3 * in + 2);                    // anything up to an upscale
+      case 2: return pick(1, std::min(800, 3 * in + 2));     // anything up to an upscale
       case 3: return in;                                     // this axis keeps its size
       default: return std::max(1, in * pick(50, 99) / 100);  // RandomResizedCrop-like
     }
