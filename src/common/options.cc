@@ -78,7 +78,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
-      {"crop_decode", "BOOL", "decode only the crop region for augmented/ (default 0)"},
+      {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},

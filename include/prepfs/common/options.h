@@ -38,7 +38,7 @@ struct Options {
   unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
   uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
   bool fast_paths = true;              // fast_paths= DCT scaling for augmented/
-  bool crop_decode = false;            // crop_decode= decode only the crop region (augmented/)
+  bool crop_decode = true;             // crop_decode= decode only the crop region (augmented/)
 
   // s3:// sources
   std::string s3_endpoint;             // s3_endpoint= http(s)://host[:port]; empty: AWS

@@ -95,6 +95,28 @@ TEST(Augment, HflipProbabilityOneFlipsAndZeroDoesNot) {
   EXPECT_LT(flips, 250);
 }
 
+// The ops read a borrowed view (a cache entry) exactly as they read an image of their own, and
+// leave the view's pixels alone.
+TEST(Augment, OpsOnAViewEqualOpsOnACopy) {
+  const Image parent = testing::synthetic_image(310, 207, 4);
+  const ImageView v = parent.view().sub(3, 2, 300, 200);
+  const Image before = copy_image(v);
+  for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)", "center_crop(64x48);hflip(1)",
+                           "resize(50x20)", "resize(200)", "hflip(1)", "hflip(0);rrc(32)"}) {
+    const PipelineSpec s = PipelineSpec::parse(spec);
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      Rng r1 = Rng::for_variant(5, "v", k), r2 = Rng::for_variant(5, "v", k);
+      const Image from_view = apply_ops(v, s.ops(), r1);
+      const Image from_copy = apply_ops(copy_image(v), s.ops(), r2);
+      EXPECT_EQ(from_view.width, from_copy.width) << spec;
+      EXPECT_EQ(from_view.pixels, from_copy.pixels) << spec << " variant " << k;
+    }
+  }
+  EXPECT_EQ(copy_image(v).pixels, before.pixels);
+  Rng rng(1);
+  EXPECT_EQ(apply_ops(v, {}, rng).pixels, before.pixels);
+}
+
 // crop_decode keeps the pixels exact, for every first op it applies to.
 TEST(Augment, CropDecodeIsExact) {
   for (const auto& j : {make(333, 251), make(250, 330, 1), make(160, 120, 4)}) {
@@ -160,7 +182,9 @@ TEST(Augment, PipelineKeyCoversSpecAndFastPaths) {
   const PipelineSpec b = PipelineSpec::parse("rrc(224)");
   EXPECT_EQ(pipeline_key(a, {}), pipeline_key(PipelineSpec::parse("rrc(224);hflip()"), {}));
   EXPECT_NE(pipeline_key(a, {}), pipeline_key(b, {}));
-  EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
+  // crop_decode gives the same bytes (CropDecodeIsExact), so it shares the cache entries.
+  EXPECT_EQ(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
+  EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{false, true, 2.0}));
   EXPECT_NE(pipeline_key(a, FastPaths{false, true, 2.0}), pipeline_key(a, FastPaths{false, true, 3.0}));
   EXPECT_NE(pipeline_key(a, {}), a.hash());  // distinct domains
 }
