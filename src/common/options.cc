@@ -59,6 +59,12 @@ bool is_generic_mount_option(std::string_view key) {
 
 }  // namespace
 
+bool is_boolean_option(std::string_view key) {
+  for (const OptionDoc& d : option_docs())
+    if (key == d.key) return std::string_view(d.value) == "BOOL";
+  return false;
+}
+
 const std::vector<OptionDoc>& option_docs() {
   static const std::vector<OptionDoc> docs = {
       {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
@@ -94,6 +100,12 @@ const std::vector<OptionDoc>& option_docs() {
 }
 
 void apply_option(Options& o, std::string_view key, std::string_view value, bool has_value) {
+  // fstab users write flags: a boolean option given bare ("-o crop_decode") means 1. There is no
+  // "no<key>" form: that namespace belongs to mount(8) (noauto, nodev, ...); key=0 says it.
+  if (!has_value && is_boolean_option(key)) {
+    value = "1";
+    has_value = true;
+  }
   auto need_value = [&] {
     if (!has_value || value.empty()) throw Error(EINVAL, "option " + std::string(key) + " needs a value");
   };

@@ -143,3 +143,19 @@ TEST(Options, Partition) {
                           "partition=fixed:0/0/0/50/50/1", "partition=fixed:1/2/3/4/5/6/7"})
     EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
 }
+
+TEST(Options, BareBooleanFlagsMeanOne) {
+  Options o;
+  o.fast_paths = false;
+  apply_option_list(o, "s3_path_style,crop_decode,fast_paths");
+  EXPECT_EQ(o.s3_path_style, "1");
+  EXPECT_TRUE(o.crop_decode);
+  EXPECT_TRUE(o.fast_paths);
+  test::TempDir dir;
+  dir.write("c.conf", "crop_decode\n");  // a config-file line without '=' is a flag too
+  Options c;
+  apply_config_file(c, dir / "c.conf");
+  EXPECT_TRUE(c.crop_decode);
+  EXPECT_THROW(apply_option_list(o, "nocrop_decode"), Error);  // no "no" form: key=0 says it
+  EXPECT_THROW(apply_option_list(o, "ram"), Error);            // a size is not a flag
+}

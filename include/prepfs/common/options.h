@@ -61,6 +61,9 @@ struct OptionDoc {
 // Every key accepted by apply_option(), for --help and the man-page test.
 const std::vector<OptionDoc>& option_docs();
 
+// Whether key takes 0 or 1 (documented as BOOL); such a key given bare means 1.
+bool is_boolean_option(std::string_view key);
+
 // Applies one key[=value]. Throws Error(EINVAL) naming the key for an unknown key or a bad value.
 void apply_option(Options& opts, std::string_view key, std::string_view value, bool has_value);
 
