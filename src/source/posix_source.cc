@@ -20,25 +20,33 @@ namespace {
 
 int64_t ns_of(const timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; }
 
-SourceStat to_source_stat(int dirfd, const char* name, const struct stat& st) {
+// st as a SourceStat; read_link gives a symlink's target.
+template <class ReadLink>
+SourceStat to_source_stat(const struct stat& st, ReadLink read_link) {
   SourceStat s;
   s.mode = st.st_mode;
   s.size = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = ns_of(st.st_mtim);
   if (S_ISLNK(st.st_mode)) {
-    std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
-    if (target.size() < 2) target.resize(PATH_MAX);
-    ssize_t n = readlinkat(dirfd, name, target.data(), target.size());
-    if (n < 0) throw_errno(errno, std::string("readlink ") + name);
-    target.resize(static_cast<size_t>(n));
-    s.symlink_target = std::move(target);
+    s.symlink_target = read_link();
     s.size = s.symlink_target.size();
   }
   return s;
 }
 
-// "" means the root itself, which openat/fstatat spell ".".
-const char* at_path(const std::string& rel) { return rel.empty() ? "." : rel.c_str(); }
+std::string readlink_at(int dirfd, const char* name) {
+  std::string target(PATH_MAX, '\0');
+  ssize_t n = readlinkat(dirfd, name, target.data(), target.size());
+  if (n < 0) throw_errno(errno, std::string("readlink ") + name);
+  target.resize(static_cast<size_t>(n));
+  return target;
+}
+
+// Errors of a path that no longer names the indexed file: deleted, or a component replaced by a
+// symlink or a file. For a reader that is a version change like any other: EIO.
+bool no_longer_reachable(int err) {
+  return err == ENOENT || err == ENOTDIR || err == ELOOP || err == EXDEV || err == EAGAIN || err == EISDIR;
+}
 
 }  // namespace
 
@@ -50,13 +58,14 @@ struct PosixSource::OpenFile {
   }
 };
 
-PosixSource::PosixSource(const std::string& root) : root_(root) {
+PosixSource::PosixSource(const std::string& root) : root_(root), beneath_(-1, false) {
   root_fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd_ < 0) {
     int err = errno;
     if (err == ENOTDIR) throw Error(ENOTDIR, "source " + root + " is not a directory");
     throw_errno(err, "source " + root);
   }
+  beneath_ = Beneath(root_fd_);
   char resolved[PATH_MAX];
   if (realpath(root.c_str(), resolved)) root_ = resolved;
 }
@@ -70,7 +79,7 @@ std::string PosixSource::identity() const { return "dir:" + root_; }
 void PosixSource::scan(const Visitor& visit) {
   struct stat st;
   if (fstat(root_fd_, &st) != 0) throw_errno(errno, "stat " + root_);
-  visit("", to_source_stat(root_fd_, ".", st));
+  visit("", to_source_stat(st, [] { return std::string(); }));
   int fd = ::openat(root_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_errno(errno, "open " + root_);
   scan_dir(fd, "", visit);
@@ -98,7 +107,7 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, devices
     std::string child = rel.empty() ? name : rel + "/" + name;
-    visit(child, to_source_stat(dirfd, name.c_str(), st));
+    visit(child, to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); }));
     if (S_ISDIR(st.st_mode)) subdirs.push_back(name);
   }
   for (const std::string& name : subdirs) {
@@ -114,15 +123,17 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
 }
 
 SourceStat PosixSource::stat(const std::string& rel) {
-  struct stat st;
-  if (fstatat(root_fd_, at_path(rel), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(errno, "stat " + rel);
-  return to_source_stat(root_fd_, at_path(rel), st);
+  return to_source_stat(beneath_.lstat(rel), [&] { return beneath_.readlink(rel); });
 }
 
 std::optional<DirFingerprint> PosixSource::dir_fingerprint(const std::string& rel) {
   struct stat st;
-  if (fstatat(root_fd_, at_path(rel), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
-    return DirFingerprint{-1, -1, 0};  // gone or replaced: never equal to a stored fingerprint
+  try {
+    st = beneath_.lstat(rel);
+  } catch (const Error&) {
+    st.st_mode = 0;
+  }
+  if (!S_ISDIR(st.st_mode)) return DirFingerprint{-1, -1, 0};  // gone or replaced: never equal to a stored one
   return DirFingerprint{ns_of(st.st_mtim), ns_of(st.st_ctim), st.st_ino};
 }
 
@@ -137,9 +148,14 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
     }
   }
   auto file = std::make_shared<OpenFile>();
-  file->fd = ::openat(root_fd_, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   bump(counters_.opens);
-  if (file->fd < 0) throw_errno(errno, "open source file " + rel);
+  try {
+    file->fd = beneath_.open(rel, O_RDONLY);
+  } catch (const Error& e) {
+    if (!no_longer_reachable(e.err())) throw;
+    spdlog::warn("source file {} is gone or no longer reachable beneath the source root: {}", rel, e.what());
+    throw Error(EIO, "source file " + rel + " vanished");
+  }
   struct stat st;
   if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
   file->version = {static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim)};

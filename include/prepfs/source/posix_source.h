@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "prepfs/source/beneath.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {
@@ -30,6 +31,7 @@ class PosixSource final : public Source {
 
   std::string root_;
   int root_fd_ = -1;
+  Beneath beneath_;  // every path below the root resolves through it: nothing outside is reachable
 
   // Large files are read chunk by chunk; keeping a few descriptors open saves an open() (a round
   // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read.
