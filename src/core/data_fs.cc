@@ -89,8 +89,8 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
   try {
     SourceStat st = source_.stat(path);
     FileVersion old = tree_.version(id);
-    if (st.size == old.size && st.mtime_ns == old.mtime_ns) return;
-    tree_.set_version(id, FileVersion{st.size, st.mtime_ns});
+    if (version_of(st) == old) return;
+    tree_.set_version(id, version_of(st));
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
     invalidations_.push(raw_ino(id));

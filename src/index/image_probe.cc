@@ -62,8 +62,7 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
     if (!S_ISREG(tree.node(id).mode) || tree.node(id).size == 0) continue;
     if (previous && previous->probed()) {
       auto old = find_path(*previous, tree.path(id));
-      if (old && S_ISREG(previous->node(*old).mode) && previous->version(*old).size == tree.version(id).size &&
-          previous->version(*old).mtime_ns == tree.version(id).mtime_ns) {
+      if (old && S_ISREG(previous->node(*old).mode) && previous->version(*old) == tree.version(id)) {
         dims[id] = previous->dims(*old);
         reused++;
         continue;

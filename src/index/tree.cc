@@ -60,6 +60,7 @@ Tree Tree::scan(Source& source) {
     n.mode = e.st.mode;
     n.size = e.st.size;
     n.mtime_ns = e.st.mtime_ns;
+    n.identity = e.st.identity;
     if (S_ISLNK(e.st.mode)) {
       n.first_child = static_cast<uint32_t>(t.arena_.size());
       t.arena_ += e.st.symlink_target;
@@ -138,14 +139,19 @@ std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const 
 }
 
 FileVersion Tree::version(uint32_t id) const {
-  Node& n = const_cast<Node&>(nodes_[id]);
-  return {std::atomic_ref<uint64_t>(n.size).load(std::memory_order_relaxed),
-          std::atomic_ref<int64_t>(n.mtime_ns).load(std::memory_order_relaxed)};
+  const Node& n = nodes_[id];
+  return versions_lock_->read(id, [&] {
+    return FileVersion{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)};
+  });
 }
 
 void Tree::set_version(uint32_t id, const FileVersion& v) {
-  std::atomic_ref<uint64_t>(nodes_[id].size).store(v.size, std::memory_order_relaxed);
-  std::atomic_ref<int64_t>(nodes_[id].mtime_ns).store(v.mtime_ns, std::memory_order_relaxed);
+  Node& n = nodes_[id];
+  versions_lock_->write(id, [&] {
+    relaxed_store(n.size, v.size);
+    relaxed_store(n.mtime_ns, v.mtime_ns);
+    relaxed_store(n.identity, v.identity);
+  });
 }
 
 uint64_t Tree::memory_bytes() const {

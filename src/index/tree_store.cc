@@ -19,7 +19,7 @@ namespace prepfs {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
-constexpr uint32_t kVersion = 2;  // 2: image dimensions per node
+constexpr uint32_t kVersion = 3;  // 2: image dimensions per node; 3: a file's identity (device, inode, ctime)
 
 struct Header {
   char magic[8];

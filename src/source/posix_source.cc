@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,20 +20,6 @@ namespace prepfs {
 namespace {
 
 int64_t ns_of(const timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; }
-
-// st as a SourceStat; read_link gives a symlink's target.
-template <class ReadLink>
-SourceStat to_source_stat(const struct stat& st, ReadLink read_link) {
-  SourceStat s;
-  s.mode = st.st_mode;
-  s.size = static_cast<uint64_t>(st.st_size);
-  s.mtime_ns = ns_of(st.st_mtim);
-  if (S_ISLNK(st.st_mode)) {
-    s.symlink_target = read_link();
-    s.size = s.symlink_target.size();
-  }
-  return s;
-}
 
 std::string readlink_at(int dirfd, const char* name) {
   std::string target(PATH_MAX, '\0');
@@ -50,6 +37,34 @@ bool no_longer_reachable(int err) {
 
 }  // namespace
 
+// See FileVersion::identity.
+uint64_t PosixSource::identity_of(const struct stat& st) const {
+  struct {
+    uint64_t dev, ino;
+    int64_t ctime_ns;
+  } id{st.st_dev == root_dev_ ? 0 : uint64_t(st.st_dev), uint64_t(st.st_ino), ns_of(st.st_ctim)};
+  return XXH3_64bits(&id, sizeof id);
+}
+
+FileVersion PosixSource::version_of(const struct stat& st) const {
+  return FileVersion{static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim), identity_of(st)};
+}
+
+// st as a SourceStat; read_link gives a symlink's target.
+template <class ReadLink>
+SourceStat PosixSource::to_source_stat(const struct stat& st, ReadLink read_link) const {
+  SourceStat s;
+  s.mode = st.st_mode;
+  s.size = static_cast<uint64_t>(st.st_size);
+  s.mtime_ns = ns_of(st.st_mtim);
+  s.identity = identity_of(st);
+  if (S_ISLNK(st.st_mode)) {
+    s.symlink_target = read_link();
+    s.size = s.symlink_target.size();
+  }
+  return s;
+}
+
 struct PosixSource::OpenFile {
   int fd = -1;
   FileVersion version;
@@ -66,6 +81,9 @@ PosixSource::PosixSource(const std::string& root) : root_(root), beneath_(-1, fa
     throw_errno(err, "source " + root);
   }
   beneath_ = Beneath(root_fd_);
+  struct stat st;
+  if (fstat(root_fd_, &st) != 0) throw_errno(errno, "stat source " + root);
+  root_dev_ = st.st_dev;
   char resolved[PATH_MAX];
   if (realpath(root.c_str(), resolved)) root_ = resolved;
 }
@@ -141,8 +159,7 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   {
     std::lock_guard lock(fd_mu_);
     auto it = fds_.find(rel);
-    if (it != fds_.end() && it->second.first->version.size == expect.size &&
-        it->second.first->version.mtime_ns == expect.mtime_ns) {
+    if (it != fds_.end() && it->second.first->version == expect) {
       fd_lru_.splice(fd_lru_.begin(), fd_lru_, it->second.second);
       return it->second.first;
     }
@@ -158,8 +175,8 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   }
   struct stat st;
   if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
-  file->version = {static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim)};
-  if (file->version.size != expect.size || file->version.mtime_ns != expect.mtime_ns) {
+  file->version = version_of(st);
+  if (file->version != expect) {
     spdlog::warn(
         "source file {} changed since it was indexed (size {} -> {}); refusing to serve "
         "mixed versions. Set metadata_ttl to pick up changes.",

@@ -76,3 +76,25 @@ def test_a_directory_swapped_for_a_symlink_serves_nothing_from_outside(tmp_path,
         assert raw in (errno.EIO, errno.ENOENT, b"i" * len(SECRET)), raw
         assert decoded in (errno.EIO, errno.ENOENT, ppm_of(inside_img)), decoded
         assert SECRET not in fs.log_text().encode()
+
+
+@pytest.mark.parametrize("how", ["in place", "renamed over"])
+def test_a_file_rewritten_with_forged_size_and_mtime_is_not_served(tmp_path, how):
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    old, new = b"ooo", b"NNN"  # under 4 bytes: no header probe, so no descriptor kept open
+    (src / "f.bin").write_bytes(old)
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        assert os.path.getsize(fs.raw("f.bin")) == len(old)
+        if how == "in place":
+            with open(src / "f.bin", "r+b") as f:
+                f.write(new)
+            os.utime(src / "f.bin", ns=(0, os.stat(fs.raw("f.bin")).st_mtime_ns))
+        else:
+            (src / "forged").write_bytes(new)
+            same_size_and_mtime(src / "forged", src / "f.bin")
+            os.rename(src / "forged", src / "f.bin")
+        got = read_or_errno(fs.raw("f.bin"))
+        # The index says version (size, mtime, device, inode, ctime); the new bytes are another.
+        assert got == errno.EIO or (got == old and how == "renamed over"), got[:10] if isinstance(got, bytes) else got

@@ -1,31 +1,36 @@
-// The source's namespace, scanned once and kept compact: one 40-byte node per entry plus its
+// The source's namespace, scanned once and kept compact: one 48-byte node per entry plus its
 // name in a shared arena. Children of a directory are contiguous and sorted by name, so lookup
 // is a binary search and readdir a slice. Node ids are stable for the life of a mount.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "prepfs/common/seqlock.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {
 
+// size, mtime_ns and identity form the file's version (FileVersion): revalidation rewrites them
+// under the tree's seqlock, so read them through Tree::version(), never one by one.
 struct Node {
   uint32_t parent;    // the root is its own parent
   uint32_t name_off;  // into the name arena
   uint32_t mode;      // st_mode
   uint16_t name_len;
   uint16_t reserved;
-  uint64_t size;         // files: bytes; symlinks: target length; updated by revalidation
-  int64_t mtime_ns;      // updated by revalidation
+  uint64_t size;  // files: bytes; symlinks: target length
+  int64_t mtime_ns;
+  uint64_t identity;     // FileVersion::identity (device, inode, ctime)
   uint32_t first_child;  // dirs: first child id; symlinks: target offset in the arena
   uint32_t nchildren;    // dirs: child count
 };
-static_assert(sizeof(Node) == 40);
+static_assert(sizeof(Node) == 48);
 
 // Image dimensions of a file, from its header; {0, 0} for anything that is not a servable JPEG.
 struct ImageDims {
@@ -49,7 +54,7 @@ class Tree {
   std::optional<uint32_t> lookup(uint32_t dir, std::string_view name) const;
   bool is_dir(uint32_t id) const;
 
-  // The size and mtime of a file, read atomically per field (revalidation may change them).
+  // A file's version, read whole: never half of an update that revalidation makes concurrently.
   FileVersion version(uint32_t id) const;
   void set_version(uint32_t id, const FileVersion& v);
 
@@ -73,6 +78,7 @@ class Tree {
   std::vector<Node> nodes_;
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
+  std::unique_ptr<StripedSeqlock> versions_lock_ = std::make_unique<StripedSeqlock>();
   uint64_t file_count_ = 0;
   uint64_t image_count_ = 0;
   void count_files();

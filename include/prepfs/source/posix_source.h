@@ -1,6 +1,8 @@
 // A directory source (local disk, NFS, any mounted file system). Reads go through io_uring.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <list>
 #include <memory>
 #include <mutex>
@@ -28,9 +30,14 @@ class PosixSource final : public Source {
   struct OpenFile;
   std::shared_ptr<OpenFile> open_file(const std::string& rel, const FileVersion& expect);
   void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
+  uint64_t identity_of(const struct stat& st) const;
+  FileVersion version_of(const struct stat& st) const;
+  template <class ReadLink>
+  SourceStat to_source_stat(const struct stat& st, ReadLink read_link) const;
 
   std::string root_;
   int root_fd_ = -1;
+  dev_t root_dev_ = 0;
   Beneath beneath_;  // every path below the root resolves through it: nothing outside is reachable
 
   // Large files are read chunk by chunk; keeping a few descriptors open saves an open() (a round
