@@ -167,7 +167,8 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   auto file = std::make_shared<OpenFile>();
   bump(counters_.opens);
   try {
-    file->fd = beneath_.open(rel, O_RDONLY);
+    // O_NONBLOCK: a path swapped for a FIFO must not hang the open; cleared once it is a file.
+    file->fd = beneath_.open(rel, O_RDONLY | O_NONBLOCK);
   } catch (const Error& e) {
     if (!no_longer_reachable(e.err())) throw;
     spdlog::warn("source file {} is gone or no longer reachable beneath the source root: {}", rel, e.what());
@@ -175,14 +176,11 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   }
   struct stat st;
   if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
+  if (!S_ISREG(st.st_mode)) throw Error(EIO, "source file " + rel + " is no longer a regular file");
+  // io_uring would answer EAGAIN rather than wait for the disk on a non-blocking descriptor.
+  if (fcntl(file->fd, F_SETFL, fcntl(file->fd, F_GETFL) & ~O_NONBLOCK) != 0) throw_errno(errno, "fcntl " + rel);
   file->version = version_of(st);
-  if (file->version != expect) {
-    spdlog::warn(
-        "source file {} changed since it was indexed (size {} -> {}); refusing to serve "
-        "mixed versions. Set metadata_ttl to pick up changes.",
-        rel, expect.size, file->version.size);
-    throw Error(EIO, "source file " + rel + " changed");
-  }
+  check_version(rel, expect, file->version);
   std::lock_guard lock(fd_mu_);
   auto it = fds_.find(rel);
   if (it != fds_.end()) {
@@ -198,12 +196,41 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   return file;
 }
 
+void PosixSource::forget_open_file(const std::string& rel, const std::shared_ptr<OpenFile>& file) {
+  std::lock_guard lock(fd_mu_);
+  auto it = fds_.find(rel);
+  if (it == fds_.end() || it->second.first != file) return;
+  fd_lru_.erase(it->second.second);
+  fds_.erase(it);
+}
+
+void PosixSource::check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found) {
+  if (found == expect) return;
+  spdlog::warn(
+      "source file {} changed since it was indexed (size {} -> {}{}); refusing to serve mixed versions. "
+      "Set metadata_ttl to pick up changes.",
+      rel, expect.size, found.size, found.size == expect.size ? ", rewritten" : "");
+  throw Error(EIO, "source file " + rel + " changed");
+}
+
 size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) {
   auto start = std::chrono::steady_clock::now();
   SourceBusy busy(counters_);
   try {
     auto file = open_file(rel, expect);
     size_t n = io::pread_full(file->fd, buf, len, off);
+    // Checked again after the read, through the same descriptor: a write before or during the
+    // read moved the ctime (the kernel updates it before copying data), a deletion the link
+    // count (and the ctime). Either way the bytes may belong to another version: none are served.
+    struct stat st;
+    if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
+    try {
+      check_version(rel, expect, version_of(st));
+      if (st.st_nlink == 0) throw Error(EIO, "source file " + rel + " was deleted");
+    } catch (const Error&) {
+      forget_open_file(rel, file);
+      throw;
+    }
     bump(counters_.reads);
     bump(counters_.bytes, n);
     auto ns = static_cast<uint64_t>(

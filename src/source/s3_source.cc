@@ -418,6 +418,11 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       }
       if (r.received != reqs[i].cap) throw Error(EIO, "s3 object " + rel + " is shorter than listed");
     }
+  } catch (const Error& e) {
+    bump(counters_.errors);
+    // A deleted object is a version change like any other: EIO from read(2), not ENOENT.
+    if (e.err() == ENOENT) throw Error(EIO, "s3 object " + rel + " is gone: " + e.what());
+    throw;
   } catch (...) {
     bump(counters_.errors);
     throw;

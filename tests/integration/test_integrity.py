@@ -3,6 +3,8 @@ no read mixes two versions of a file."""
 import errno
 import io
 import os
+import random
+import time
 
 import pytest
 from PIL import Image
@@ -98,3 +100,61 @@ def test_a_file_rewritten_with_forged_size_and_mtime_is_not_served(tmp_path, how
         got = read_or_errno(fs.raw("f.bin"))
         # The index says version (size, mtime, device, inode, ctime); the new bytes are another.
         assert got == errno.EIO or (got == old and how == "renamed over"), got[:10] if isinstance(got, bytes) else got
+
+
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("ttl", ["never", "1"])
+def test_a_file_rewritten_in_place_mid_read_gives_eio_never_mixed_bytes(tmp_path, ttl):
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    old = random.Random(3).randbytes(6 * MiB)
+    (src / "big.bin").write_bytes(old)
+    patch = b"N" * 4096
+    new = patch + old[len(patch):5 * MiB] + patch + old[5 * MiB + len(patch):]
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd", f"metadata_ttl={ttl}") as fs:
+        reader = open(fs.raw("big.bin"), "rb", buffering=0)
+        assert reader.read(MiB) == old[:MiB]  # chunk 0 is now cached
+        with open(src / "big.bin", "r+b") as w:  # rewritten in place: same size, same inode
+            w.write(patch)
+            w.seek(5 * MiB)
+            w.write(patch)
+
+        def rest_of_old_handle():
+            """What the open handle gives at 5 MiB: the old bytes or EIO, never the new ones."""
+            reader.seek(5 * MiB)
+            got = read_or_errno_from(reader, MiB)
+            assert got == errno.EIO or got == old[5 * MiB:6 * MiB], got[:8] if isinstance(got, bytes) else got
+
+        rest_of_old_handle()
+        if ttl != "never":
+            time.sleep(1.5)  # metadata_ttl: the next open sees the new version
+            with open(fs.raw("big.bin"), "rb") as f:
+                assert f.read() == new
+            rest_of_old_handle()  # still one version per handle
+        reader.close()
+
+
+def read_or_errno_from(f, n):
+    try:
+        return f.read(n)
+    except OSError as e:
+        return e.errno
+
+
+@pytest.mark.parametrize("view", ["raw", "decoded"])
+def test_a_vanished_file_reads_as_eio(tmp_path, view):
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    (src / "x.jpg").write_bytes(jpeg(30, 20, 100))
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        path = fs.raw("x.jpg") if view == "raw" else os.path.join(fs.mnt, "decoded", "x.ppm")
+        f = open(path, "rb")  # opened while it exists
+        os.unlink(src / "x.jpg")
+        with pytest.raises(OSError) as e:
+            f.read()
+        assert e.value.errno == errno.EIO
+        f.close()

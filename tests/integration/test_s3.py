@@ -294,3 +294,19 @@ def test_denied_credentials_are_one_clear_error_without_secrets(tmp_path):
             assert secret not in res.stderr and secret not in res.stdout
     finally:
         httpd.shutdown()
+
+
+def test_a_deleted_object_reads_as_eio(server, tmp_path):
+    key = "ds/vanishing.bin"
+    server.put_objects(BUCKET, {key: b"here for now"})
+    (tmp_path / "mnt").mkdir()
+    try:
+        with Prepfs(f"s3://{BUCKET}/ds", tmp_path / "mnt", tmp_path / "ssd", s3_opts(server)) as m:
+            status, _ = server.request("DELETE", f"/{BUCKET}/{key}")
+            assert status == 204
+            with pytest.raises(OSError) as e:
+                with open(m.raw("vanishing.bin"), "rb") as f:
+                    f.read()
+            assert e.value.errno == errno.EIO  # a version change like any other, not ENOENT from read(2)
+    finally:
+        server.request("DELETE", f"/{BUCKET}/{key}")

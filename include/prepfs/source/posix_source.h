@@ -28,7 +28,10 @@ class PosixSource final : public Source {
 
  private:
   struct OpenFile;
+  // A descriptor of rel checked to have version `expect` when it was opened (cached or fresh).
   std::shared_ptr<OpenFile> open_file(const std::string& rel, const FileVersion& expect);
+  void forget_open_file(const std::string& rel, const std::shared_ptr<OpenFile>& file);
+  static void check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found);
   void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
   uint64_t identity_of(const struct stat& st) const;
   FileVersion version_of(const struct stat& st) const;
@@ -41,7 +44,8 @@ class PosixSource final : public Source {
   Beneath beneath_;  // every path below the root resolves through it: nothing outside is reachable
 
   // Large files are read chunk by chunk; keeping a few descriptors open saves an open() (a round
-  // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read.
+  // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read. A cached
+  // descriptor saves the open, not the check: every read fstat()s it afterwards.
   static constexpr size_t kMaxOpenFiles = 64;
   std::mutex fd_mu_;
   std::list<std::string> fd_lru_;
