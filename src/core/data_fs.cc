@@ -11,6 +11,7 @@
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
 #include "prepfs/core/dir_listing.h"
+#include "prepfs/index/image_probe.h"
 
 namespace prepfs {
 namespace {
@@ -66,14 +67,15 @@ Attr DataFs::dir_attr(uint64_t ino) const {
 Attr DataFs::node_attr(View view, uint32_t id) {
   maybe_revalidate(id, false);
   const Node& n = tree_.node(id);
-  FileVersion v = tree_.version(id);
+  const Tree::FileState state = tree_.file_state(id);
+  const FileVersion& v = state.version;
   Attr a;
   a.ino = ino_of(view, id, v);
   a.mode = n.mode;
   a.size = S_ISDIR(n.mode) ? 0 : v.size;
   if (view == kDecoded && S_ISREG(n.mode)) {
     a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
-    a.size = store_.shapes().decoded_size(tree_.dims(id));
+    a.size = store_.shapes().decoded_size(state.dims);
   }
   a.mtime_ns = v.mtime_ns;
   a.nlink = S_ISDIR(n.mode) ? 2 : 1;
@@ -94,8 +96,12 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
   try {
     SourceStat st = source_.stat(path);
     FileVersion old = tree_.version(id);
-    if (version_of(st) == old) return;
-    tree_.set_version(id, version_of(st));
+    const FileVersion now = version_of(st);
+    if (now == old || !S_ISREG(st.mode)) return;
+    // The header again: a resized image has other dimensions, hence other decoded/ and
+    // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
+    // until a later revalidation succeeds.
+    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now)});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
     // The new version is a new inode (its number carries the version's tag): lookups after the

@@ -138,19 +138,29 @@ std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const 
   return std::nullopt;
 }
 
-FileVersion Tree::version(uint32_t id) const {
+Tree::FileState Tree::file_state(uint32_t id) const {
   const Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
   return versions_lock_->read(id, [&] {
-    return FileVersion{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)};
+    FileState s{{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)}, {}};
+    if (has_dims) s.dims = {relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    return s;
   });
 }
 
-void Tree::set_version(uint32_t id, const FileVersion& v) {
+void Tree::set_file_state(uint32_t id, const FileState& s) {
   Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
   versions_lock_->write(id, [&] {
-    relaxed_store(n.size, v.size);
-    relaxed_store(n.mtime_ns, v.mtime_ns);
-    relaxed_store(n.identity, v.identity);
+    relaxed_store(n.size, s.version.size);
+    relaxed_store(n.mtime_ns, s.version.mtime_ns);
+    relaxed_store(n.identity, s.version.identity);
+    if (!has_dims) return;
+    const ImageDims old{relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    relaxed_store(dims_[id].width, s.dims.width);
+    relaxed_store(dims_[id].height, s.dims.height);
+    if (old.is_image() != s.dims.is_image())  // writers are serialized: a plain update suffices
+      relaxed_store(image_count_, relaxed_load(image_count_) + (s.dims.is_image() ? 1 : uint64_t(-1)));
   });
 }
 

@@ -158,3 +158,20 @@ def test_a_vanished_file_reads_as_eio(tmp_path, view):
             f.read()
         assert e.value.errno == errno.EIO
         f.close()
+
+
+def test_a_resized_image_is_served_in_its_new_dimensions_after_revalidation(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    small, large = jpeg(40, 30, 60), jpeg(64, 48, 120)
+    (src / "x.jpg").write_bytes(small)
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd", "metadata_ttl=1") as fs:
+        decoded = os.path.join(fs.mnt, "decoded", "x.ppm")
+        with open(decoded, "rb") as f:
+            assert f.read() == ppm_of(small)
+        (src / "x.jpg").write_bytes(large)
+        time.sleep(1.5)
+        assert os.path.getsize(decoded) == len(ppm_of(large))
+        with open(decoded, "rb") as f:
+            assert f.read() == ppm_of(large)

@@ -55,19 +55,28 @@ class Tree {
   bool is_dir(uint32_t id) const;
 
   // A file's version, read whole: never half of an update that revalidation makes concurrently.
-  FileVersion version(uint32_t id) const;
-  void set_version(uint32_t id, const FileVersion& v);
+  FileVersion version(uint32_t id) const { return file_state(id).version; }
+  void set_version(uint32_t id, const FileVersion& v) { set_file_state(id, FileState{v, dims(id)}); }
 
-  // Image dimensions, filled by probe_images() (core/image_probe.h). Empty until probed.
-  ImageDims dims(uint32_t id) const { return id < dims_.size() ? dims_[id] : ImageDims{}; }
+  // Image dimensions, filled by probe_images() (index/image_probe.h). Empty until probed.
+  ImageDims dims(uint32_t id) const { return file_state(id).dims; }
   bool probed() const { return dims_.size() == nodes_.size(); }
   const std::vector<ImageDims>& all_dims() const { return dims_; }
   void set_all_dims(std::vector<ImageDims> d);
 
+  // A file's version and the dimensions probed from it, read or replaced as one (revalidation
+  // replaces both while readers run; a reader never pairs a new version with old dimensions).
+  struct FileState {
+    FileVersion version;
+    ImageDims dims;
+  };
+  FileState file_state(uint32_t id) const;
+  void set_file_state(uint32_t id, const FileState& s);
+
   uint64_t memory_bytes() const;  // what the index costs in RAM
   // Counted once when the tree is built or probed: stats and metrics read them on every scrape.
   uint64_t file_count() const { return file_count_; }
-  uint64_t image_count() const { return image_count_; }
+  uint64_t image_count() const { return relaxed_load(image_count_); }
 
   // For the persisted index (tree_store.cc).
   const std::vector<Node>& nodes() const { return nodes_; }
