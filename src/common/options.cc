@@ -93,6 +93,8 @@ const std::vector<OptionDoc>& option_docs() {
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
       {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},
       {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
+      {"uid", "N", "owner (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user)"},
+      {"gid", "N", "group (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user's)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -226,6 +228,9 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
+  } else if (key == "uid" || key == "gid") {
+    need_value();
+    (key == "uid" ? o.uid : o.gid) = parse_count(key, value, 0, 4294967294u);
   } else if (key == "allow_other")
     o.allow_other = true;
   else if (key == "debug") {

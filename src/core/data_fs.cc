@@ -17,6 +17,7 @@ namespace prepfs {
 namespace {
 
 constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let the kernel keep it
+static_assert(Owner::kUnknown == Attr::kMountingUser, "an owner still unknown is the mounting user's");
 
 }  // namespace
 
@@ -66,25 +67,27 @@ Attr DataFs::dir_attr(uint64_t ino) const {
 
 Attr DataFs::node_attr(View view, uint32_t id) {
   maybe_revalidate(id, false);
-  const Node& n = tree_.node(id);
   const Tree::FileState state = tree_.file_state(id);
   const FileVersion& v = state.version;
   Attr a;
   a.ino = ino_of(view, id, v);
-  a.mode = n.mode;
-  a.size = S_ISDIR(n.mode) ? 0 : v.size;
-  if (view == kDecoded && S_ISREG(n.mode)) {
-    a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
+  a.mode = state.mode;
+  a.size = S_ISDIR(state.mode) ? 0 : v.size;
+  if (view == kDecoded && S_ISREG(state.mode)) {
+    a.mode = S_IFREG | (state.mode & 0444);  // derived files are read-only whatever the source says
     a.size = store_.shapes().decoded_size(state.dims);
   }
   a.mtime_ns = v.mtime_ns;
-  a.nlink = S_ISDIR(n.mode) ? 2 : 1;
+  a.nlink = S_ISDIR(state.mode) ? 2 : 1;
   a.timeout = timeout();
+  const Owner owner = state.owner.or_else(cfg_.unowned);  // derived views keep the source's
+  a.uid = owner.uid;
+  a.gid = owner.gid;
   return a;
 }
 
 void DataFs::maybe_revalidate(uint32_t id, bool force) {
-  if (!validated_at_ || !S_ISREG(tree_.node(id).mode)) return;
+  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return;
   // Milliseconds since start, +1 so that 0 means "never validated".
   int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count() + 1;
@@ -101,7 +104,7 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
     // The header again: a resized image has other dimensions, hence other decoded/ and
     // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
     // until a later revalidation succeeds.
-    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now)});
+    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now), st.mode, st.owner});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
     // The new version is a new inode (its number carries the version's tag): lookups after the
@@ -172,14 +175,14 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
 
 std::string DataFs::readlink(uint64_t ino) {
   uint32_t id = raw_node(ino);
-  if (!S_ISLNK(tree_.node(id).mode)) throw Error(EINVAL, "not a symlink");
+  if (!S_ISLNK(tree_.mode(id))) throw Error(EINVAL, "not a symlink");
   return std::string(tree_.symlink_target(id));
 }
 
 OpenReply DataFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
   uint32_t id = node_of(ino).node;
-  if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  if (!S_ISREG(tree_.mode(id))) throw Error(EISDIR, "not a regular file");
   OpenReply r;
   r.keep_cache = true;   // an inode's bytes never change: a new version is a new inode
   r.needs_open = false;  // no per-open state: the kernel may stop sending OPEN at all
@@ -187,13 +190,13 @@ OpenReply DataFs::open(uint64_t ino, int flags) {
 }
 
 uint64_t DataFs::version_tag(uint32_t id, const FileVersion& v) const {
-  if (!validated_at_ || !S_ISREG(tree_.node(id).mode)) return 0;  // versions never change
+  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return 0;  // versions never change
   return XXH3_64bits(&v, sizeof v) & kTagMask;
 }
 
 std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
   const Inode in = node_of(ino);
-  if (!S_ISREG(tree_.node(in.node).mode)) throw Error(EISDIR, "not a regular file");
+  if (!S_ISREG(tree_.mode(in.node))) throw Error(EISDIR, "not a regular file");
   const Sample s = store_.resolve(in.node);  // once per read: path, version and slot
   if (in.tag != version_tag(in.node, s.version)) {
     // This inode (and every handle open on it) names an older version: its pages in the kernel

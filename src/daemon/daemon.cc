@@ -141,7 +141,7 @@ struct Daemon::Parts {
       for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
     // Files that are not samples are admitted as read: the raw quotas leave room for them.
     for (uint32_t id = 0; id < tree->size(); id++)
-      if (S_ISREG(tree->node(id).mode) && !shapes.is_sample(tree->dims(id)))
+      if (S_ISREG(tree->mode(id)) && !shapes.is_sample(tree->dims(id)))
         pc.other_bytes += double(tree->version(id).size);
     return pc;
   }
@@ -184,9 +184,12 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
+  // What still shows as unknown after uid=/gid= (not given) becomes the mounting user's in the
+  // FUSE adaptor, like the mount's own directories.
+  dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc);
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout);
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned);
 
   // The partition model's measurements, ticking once a second from the end of construction.
   p.profiler = std::make_unique<Profiler>(ProfilerSources{*p.tree, p.shapes, *p.source, *p.cache, p.renders, p.views,

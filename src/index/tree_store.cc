@@ -19,12 +19,13 @@ namespace prepfs {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
-constexpr uint32_t kVersion = 3;  // 2: image dimensions per node; 3: a file's identity (device, inode, ctime)
+// 2: image dimensions per node; 3: a file's identity (device, inode, ctime) and its owner
+constexpr uint32_t kVersion = 3;
 
 struct Header {
   char magic[8];
   uint32_t version;
-  uint32_t reserved;
+  uint32_t owner_count;
   uint64_t source_hash;  // XXH3 of Source::identity()
   uint64_t node_count;
   uint64_t arena_size;
@@ -62,6 +63,8 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   h.node_count = tree.size();
   h.arena_size = tree.arena().size();
   h.dir_count = dirs.size();
+  const std::vector<Owner> owners = tree.owners();
+  h.owner_count = static_cast<uint32_t>(owners.size());
 
   XXH3_state_t st;
   XXH3_64bits_reset(&st);
@@ -80,6 +83,7 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
     std::vector<ImageDims> dims = tree.all_dims();
     dims.resize(tree.size());
     put(out, dims.data(), dims.size() * sizeof(ImageDims));
+    put(out, owners.data(), owners.size() * sizeof(Owner));
     uint64_t sum = XXH3_64bits_digest(&st);
     out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
     out.flush();
@@ -115,7 +119,7 @@ std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) return reject("unknown format");
   if (h.source_hash != source_hash(source)) return reject("it belongs to another source");
   size_t need = sizeof h + h.node_count * sizeof(Node) + h.arena_size + h.dir_count * sizeof(DirRecord) +
-                h.node_count * sizeof(ImageDims) + 8;
+                h.node_count * sizeof(ImageDims) + h.owner_count * sizeof(Owner) + 8;
   if (need != data.size() || h.node_count == 0) return reject("size mismatch");
 
   const char* p = data.data() + sizeof h;
@@ -124,11 +128,16 @@ std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
   p += h.node_count * sizeof(Node);
   std::string arena(p, h.arena_size);
   p += h.arena_size;
-  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena)), std::vector<DirRecord>(h.dir_count)};
-  std::memcpy(out.dirs.data(), p, h.dir_count * sizeof(DirRecord));
+  const char* dirs_at = p;
   p += h.dir_count * sizeof(DirRecord);
+  const char* dims_at = p;
+  p += h.node_count * sizeof(ImageDims);
+  std::vector<Owner> owners(h.owner_count);
+  std::memcpy(owners.data(), p, h.owner_count * sizeof(Owner));
+  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena), owners), std::vector<DirRecord>(h.dir_count)};
+  std::memcpy(out.dirs.data(), dirs_at, h.dir_count * sizeof(DirRecord));
   std::vector<ImageDims> dims(h.node_count);
-  std::memcpy(dims.data(), p, h.node_count * sizeof(ImageDims));
+  std::memcpy(dims.data(), dims_at, h.node_count * sizeof(ImageDims));
   out.tree.set_all_dims(std::move(dims));
   for (const DirRecord& r : out.dirs)
     if (r.node >= out.tree.size() || !out.tree.is_dir(r.node)) return reject("corrupt directory record");

@@ -58,6 +58,7 @@ SourceStat PosixSource::to_source_stat(const struct stat& st, ReadLink read_link
   s.size = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = ns_of(st.st_mtim);
   s.identity = identity_of(st);
+  s.owner = Owner{st.st_uid, st.st_gid};
   if (S_ISLNK(st.st_mode)) {
     s.symlink_target = read_link();
     s.size = s.symlink_target.size();

@@ -21,7 +21,7 @@ Sample SampleStore::resolve(uint32_t node) const {
   const Tree::FileState state = tree_.file_state(node);  // one version and its dimensions
   s.version = state.version;
   s.dims = state.dims;
-  s.is_sample = S_ISREG(tree_.node(node).mode) && shapes().is_sample(s.dims);
+  s.is_sample = S_ISREG(tree_.mode(node)) && shapes().is_sample(s.dims);
   s.placed = placer_.active();
   if (s.placed && s.is_sample) s.slot = placer_.slot_of(Placer::sample_hash(s.path));
   return s;

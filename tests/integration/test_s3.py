@@ -310,3 +310,15 @@ def test_a_deleted_object_reads_as_eio(server, tmp_path):
             assert e.value.errno == errno.EIO  # a version change like any other, not ENOENT from read(2)
     finally:
         server.request("DELETE", f"/{BUCKET}/{key}")
+
+
+@pytest.mark.parametrize("opts, owner", [("", (0, 0)), ("uid=23456,gid=23457", (23456, 23457))])
+def test_objects_belong_to_the_mounting_user_or_to_uid_and_gid(server, tmp_path, opts, owner):
+    (tmp_path / "mnt").mkdir()
+    with Prepfs(f"s3://{BUCKET}/ds", tmp_path / "mnt", tmp_path / "ssd", s3_opts(server, opts)) as m:
+        for p in (m.raw("big.bin"), m.raw("deep"), os.path.join(m.mnt, "decoded", "img", "photo.ppm")):
+            if os.path.exists(p):
+                st = os.stat(p)
+                assert (st.st_uid, st.st_gid) == owner, p
+        st = os.stat(m.mnt)  # the mount itself: the mounting user (root here), whatever uid= says
+        assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())

@@ -238,3 +238,22 @@ TEST(DataFs, AFileReplacedWithTheSameSizeAndMtimeIsNotServed) {
     EXPECT_EQ(e.err(), EIO);
   }
 }
+
+TEST(TreeStore, KeepsVersionsAndOwners) {
+  test::TempDir d;
+  make_tree(d);
+  ASSERT_EQ(chown((d / "src/b/a.txt").c_str(), 23456, 23457), 0);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  TreeLoad first = load_or_scan_tree(src, idx);
+  TreeLoad second = load_or_scan_tree(src, idx);
+  ASSERT_TRUE(second.from_index);
+  for (uint32_t id = 0; id < first.tree.size(); id++) {
+    EXPECT_EQ(second.tree.version(id), first.tree.version(id)) << first.tree.path(id);
+    EXPECT_EQ(second.tree.owner(id), first.tree.owner(id)) << first.tree.path(id);
+  }
+  const uint32_t a = *second.tree.lookup(*second.tree.lookup(Tree::kRoot, "b"), "a.txt");
+  EXPECT_EQ(second.tree.owner(a), (Owner{23456, 23457}));
+  EXPECT_EQ(second.tree.owner(Tree::kRoot), (Owner{getuid(), getgid()}));
+  EXPECT_NE(second.tree.version(a).identity, 0u);
+}

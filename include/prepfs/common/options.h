@@ -49,6 +49,10 @@ struct Options {
   double s3_retry_time = 20;           // s3_retry_time= seconds a failing request is retried
   uint64_t s3_part_size = 8ull << 20;  // s3_part_size= larger reads become parallel parts
 
+  // Owner of entries the source has no owner for (S3 objects); unset (0xffffffff): the mounting user.
+  uint32_t uid = 0xffffffff;  // uid=
+  uint32_t gid = 0xffffffff;  // gid=
+
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;
 };

@@ -29,6 +29,7 @@ namespace prepfs {
 struct DataFsConfig {
   double metadata_ttl = -1;  // seconds; <0: the source is immutable, never revalidate
   bool image_views = true;   // offer decoded/ and augmented/ (off: raw/ alone)
+  Owner unowned = {};        // shown for entries the source has no owner for (S3): uid=/gid=
 };
 
 class DataFs final : public Filesystem {

@@ -12,19 +12,21 @@
 #include <vector>
 
 #include "prepfs/common/seqlock.h"
+#include "prepfs/index/owner_table.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {
 
-// size, mtime_ns and identity form the file's version (FileVersion): revalidation rewrites them
-// under the tree's seqlock, so read them through Tree::version(), never one by one.
+// size, mtime_ns and identity form the file's version (FileVersion); with the permission bits of
+// mode and the owner, revalidation rewrites them under the tree's seqlock: read them through
+// Tree::file_state() (or version(), mode(), owner()), never one by one.
 struct Node {
   uint32_t parent;    // the root is its own parent
   uint32_t name_off;  // into the name arena
-  uint32_t mode;      // st_mode
+  uint32_t mode;      // st_mode (the type never changes)
   uint16_t name_len;
-  uint16_t reserved;
-  uint64_t size;  // files: bytes; symlinks: target length
+  uint16_t owner;  // index into the tree's OwnerTable
+  uint64_t size;   // files: bytes; symlinks: target length
   int64_t mtime_ns;
   uint64_t identity;     // FileVersion::identity (device, inode, ctime)
   uint32_t first_child;  // dirs: first child id; symlinks: target offset in the arena
@@ -53,10 +55,16 @@ class Tree {
   std::string_view symlink_target(uint32_t id) const;
   std::optional<uint32_t> lookup(uint32_t dir, std::string_view name) const;
   bool is_dir(uint32_t id) const;
+  uint32_t mode(uint32_t id) const { return relaxed_load(nodes_[id].mode); }
+  Owner owner(uint32_t id) const { return file_state(id).owner; }
 
   // A file's version, read whole: never half of an update that revalidation makes concurrently.
   FileVersion version(uint32_t id) const { return file_state(id).version; }
-  void set_version(uint32_t id, const FileVersion& v) { set_file_state(id, FileState{v, dims(id)}); }
+  void set_version(uint32_t id, const FileVersion& v) {
+    FileState s = file_state(id);
+    s.version = v;
+    set_file_state(id, s);
+  }
 
   // Image dimensions, filled by probe_images() (index/image_probe.h). Empty until probed.
   ImageDims dims(uint32_t id) const { return file_state(id).dims; }
@@ -69,6 +77,8 @@ class Tree {
   struct FileState {
     FileVersion version;
     ImageDims dims;
+    uint32_t mode = 0;  // st_mode; only its permission bits are ever replaced
+    Owner owner = {};
   };
   FileState file_state(uint32_t id) const;
   void set_file_state(uint32_t id, const FileState& s);
@@ -81,12 +91,14 @@ class Tree {
   // For the persisted index (tree_store.cc).
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::string& arena() const { return arena_; }
-  static Tree from_parts(std::vector<Node> nodes, std::string arena);
+  std::vector<Owner> owners() const { return owners_->all(); }
+  static Tree from_parts(std::vector<Node> nodes, std::string arena, const std::vector<Owner>& owners);
 
  private:
   std::vector<Node> nodes_;
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
+  std::unique_ptr<OwnerTable> owners_ = std::make_unique<OwnerTable>();
   std::unique_ptr<StripedSeqlock> versions_lock_ = std::make_unique<StripedSeqlock>();
   uint64_t file_count_ = 0;
   uint64_t image_count_ = 0;

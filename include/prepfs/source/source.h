@@ -13,12 +13,26 @@
 
 namespace prepfs {
 
+// Who owns an entry. A source without owners (S3) leaves both unknown; the mount then shows the
+// uid=/gid= options, else the mounting user.
+struct Owner {
+  static constexpr uint32_t kUnknown = 0xffffffff;  // (uid_t)-1 is no user on Linux
+  uint32_t uid = kUnknown;
+  uint32_t gid = kUnknown;
+  bool operator==(const Owner&) const = default;
+  // Each unknown id replaced by fallback's.
+  Owner or_else(const Owner& fallback) const {
+    return Owner{uid != kUnknown ? uid : fallback.uid, gid != kUnknown ? gid : fallback.gid};
+  }
+};
+
 struct SourceStat {
   uint32_t mode = 0;  // st_mode: type and permission bits
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   std::string symlink_target;  // symlinks only
   uint64_t identity = 0;       // see FileVersion::identity
+  Owner owner = {};
 };
 
 // What decides whether a persisted index of a directory can be reused without listing it again.
