@@ -92,6 +92,8 @@ const std::vector<OptionDoc>& option_docs() {
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
       {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},
+      {"s3_timeout", "SECONDS",
+       "total time one S3 request may take before it is retried (default 60; a trickling server cannot hold a read)"},
       {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
       {"uid", "N", "owner (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user)"},
       {"gid", "N", "group (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user's)"},
@@ -225,6 +227,10 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     need_value();
     o.s3_retry_time = parse_seconds(key, value);
     if (o.s3_retry_time < 0) throw bad_value(key, value, "expected seconds >= 0");
+  } else if (key == "s3_timeout") {
+    need_value();
+    o.s3_timeout = parse_seconds(key, value);
+    if (o.s3_timeout <= 0) throw bad_value(key, value, "expected seconds > 0");
   } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");

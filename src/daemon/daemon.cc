@@ -43,6 +43,7 @@ std::unique_ptr<Source> make_source(const Options& o) {
   sc.profile = o.s3_profile;
   sc.connections = o.s3_connections;
   sc.retry_seconds = o.s3_retry_time;
+  sc.request_timeout = o.s3_timeout;
   sc.part_size = o.s3_part_size;
   return std::make_unique<S3Source>(o.source, sc);
 }

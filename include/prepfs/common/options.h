@@ -47,6 +47,7 @@ struct Options {
   std::string s3_profile;              // s3_profile= ~/.aws/credentials section
   unsigned s3_connections = 64;        // s3_connections= HTTP connections to the endpoint
   double s3_retry_time = 20;           // s3_retry_time= seconds a failing request is retried
+  double s3_timeout = 60;              // s3_timeout= seconds one attempt of a request may take
   uint64_t s3_part_size = 8ull << 20;  // s3_part_size= larger reads become parallel parts
 
   // Owner of entries the source has no owner for (S3 objects); unset (0xffffffff): the mounting user.
