@@ -133,6 +133,17 @@ struct Daemon::Parts {
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
 
+  // Once a file is seen changed (a read found another version, or revalidation did), the
+  // persisted index is marked stale at once, so that even after a crash the next mount lists the
+  // source again rather than serving EIO for every changed file forever.
+  bool index_marked_stale = false;
+  void note_source_changes() {
+    if (index_marked_stale || (load(source->counters().changed) == 0 && load(views.changed_files) == 0)) return;
+    index_marked_stale = true;
+    mark_index_stale(cache_dir + "/index.bin");
+    spdlog::info("files of {} changed under this mount: the next mount lists it again", opts.source);
+  }
+
   StatsSources stats_sources() const { return StatsSources{*cache, *source, *tree, views, renders, profiler.get()}; }
 
   PlannerConfig planner_config() const {
@@ -213,7 +224,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
   });
 
-  p.profiler->on_tick([&p] { p.planner->on_tick(); });
+  p.profiler->on_tick([&p] {
+    p.planner->on_tick();
+    p.note_source_changes();
+  });
   p.profiler->start(std::chrono::seconds(1));
 }
 
@@ -221,6 +235,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
+  p_->note_source_changes();
   p_->cache->flush();
 }
 

@@ -38,6 +38,8 @@ struct DirRecord {
   DirFingerprint fp;
 };
 
+std::string stale_marker(const std::string& index_path) { return index_path + ".stale"; }
+
 uint64_t source_hash(Source& s) {
   std::string id = s.identity();
   return XXH3_64bits(id.data(), id.size());
@@ -90,6 +92,17 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
     if (!out) throw_errno(errno ? errno : EIO, "write index " + tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
+  ::unlink(stale_marker(path).c_str());
+}
+
+void mark_index_stale(const std::string& path) {
+  int fd = ::open(stale_marker(path).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    spdlog::warn("cannot mark the metadata index {} stale: {}; the next mount may reuse it", path,
+                 std::strerror(errno));
+    return;
+  }
+  ::close(fd);
 }
 
 namespace {
@@ -149,6 +162,10 @@ std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
 std::optional<Tree> load_tree(Source& source, const std::string& path) {
   auto stored = read_index(source, path);
   if (!stored) return std::nullopt;
+  if (::access(stale_marker(path).c_str(), F_OK) == 0) {
+    spdlog::info("metadata index {} not reused: files changed under the last mount", path);
+    return std::nullopt;
+  }
   if (stored->dirs.empty()) {
     spdlog::info("metadata index {} not reused: the source has no directory fingerprints", path);
     return std::nullopt;

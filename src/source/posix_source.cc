@@ -172,6 +172,7 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
     file->fd = beneath_.open(rel, O_RDONLY | O_NONBLOCK);
   } catch (const Error& e) {
     if (!no_longer_reachable(e.err())) throw;
+    bump(counters_.changed);
     spdlog::warn("source file {} is gone or no longer reachable beneath the source root: {}", rel, e.what());
     throw Error(EIO, "source file " + rel + " vanished");
   }
@@ -207,6 +208,7 @@ void PosixSource::forget_open_file(const std::string& rel, const std::shared_ptr
 
 void PosixSource::check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found) {
   if (found == expect) return;
+  bump(counters_.changed);
   spdlog::warn(
       "source file {} changed since it was indexed (size {} -> {}{}); refusing to serve mixed versions. "
       "Set metadata_ttl to pick up changes.",
@@ -227,7 +229,10 @@ size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint
     if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
     try {
       check_version(rel, expect, version_of(st));
-      if (st.st_nlink == 0) throw Error(EIO, "source file " + rel + " was deleted");
+      if (st.st_nlink == 0) {
+        bump(counters_.changed);
+        throw Error(EIO, "source file " + rel + " was deleted");
+      }
     } catch (const Error&) {
       forget_open_file(rel, file);
       throw;

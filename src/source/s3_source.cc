@@ -415,6 +415,7 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
                   ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
       }
       if (total != expect.size || !etag_ok) {
+        bump(counters_.changed);
         spdlog::warn(
             "s3 object {} changed since it was listed (size {} -> {}{}); refusing to serve mixed "
             "versions. Remount (or set metadata_ttl) to pick up changes.",
@@ -426,7 +427,10 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
   } catch (const Error& e) {
     bump(counters_.errors);
     // A deleted object is a version change like any other: EIO from read(2), not ENOENT.
-    if (e.err() == ENOENT) throw Error(EIO, "s3 object " + rel + " is gone: " + e.what());
+    if (e.err() == ENOENT) {
+      bump(counters_.changed);
+      throw Error(EIO, "s3 object " + rel + " is gone: " + e.what());
+    }
     throw;
   } catch (...) {
     bump(counters_.errors);

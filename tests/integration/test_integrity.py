@@ -175,3 +175,18 @@ def test_a_resized_image_is_served_in_its_new_dimensions_after_revalidation(tmp_
         assert os.path.getsize(decoded) == len(ppm_of(large))
         with open(decoded, "rb") as f:
             assert f.read() == ppm_of(large)
+
+
+def test_a_file_changed_under_an_immutable_mount_is_served_again_after_a_remount(tmp_path):
+    """A chmod moves the ctime (a new version: EIO), yet leaves its directory's fingerprint alone:
+    the mount that saw the change marks the persisted index stale so the next one rescans."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    (src / "f.bin").write_bytes(b"abc")
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        os.chmod(src / "f.bin", 0o600)
+        assert read_or_errno(fs.raw("f.bin")) == errno.EIO
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        assert read_or_errno(fs.raw("f.bin")) == b"abc"
+        assert os.stat(fs.raw("f.bin")).st_mode & 0o777 == 0o600

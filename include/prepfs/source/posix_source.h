@@ -31,7 +31,7 @@ class PosixSource final : public Source {
   // A descriptor of rel checked to have version `expect` when it was opened (cached or fresh).
   std::shared_ptr<OpenFile> open_file(const std::string& rel, const FileVersion& expect);
   void forget_open_file(const std::string& rel, const std::shared_ptr<OpenFile>& file);
-  static void check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found);
+  void check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found);
   void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
   uint64_t identity_of(const struct stat& st) const;
   FileVersion version_of(const struct stat& st) const;
