@@ -35,6 +35,21 @@ bool no_longer_reachable(int err) {
   return err == ENOENT || err == ENOTDIR || err == ELOOP || err == EXDEV || err == EAGAIN || err == EISDIR;
 }
 
+int open_root(const std::string& root) {
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOTDIR) throw Error(ENOTDIR, "source " + root + " is not a directory");
+    throw_errno(err, "source " + root);
+  }
+  return fd;
+}
+
+dev_t device_of(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? st.st_dev : 0;  // fstat of an open directory does not fail
+}
+
 }  // namespace
 
 // See FileVersion::identity.
@@ -46,7 +61,7 @@ uint64_t PosixSource::identity_of(const struct stat& st) const {
   return XXH3_64bits(&id, sizeof id);
 }
 
-FileVersion PosixSource::version_of(const struct stat& st) const {
+FileVersion PosixSource::stat_version(const struct stat& st) const {
   return FileVersion{static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim), identity_of(st)};
 }
 
@@ -74,17 +89,8 @@ struct PosixSource::OpenFile {
   }
 };
 
-PosixSource::PosixSource(const std::string& root) : root_(root), beneath_(-1, false) {
-  root_fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root_fd_ < 0) {
-    int err = errno;
-    if (err == ENOTDIR) throw Error(ENOTDIR, "source " + root + " is not a directory");
-    throw_errno(err, "source " + root);
-  }
-  beneath_ = Beneath(root_fd_);
-  struct stat st;
-  if (fstat(root_fd_, &st) != 0) throw_errno(errno, "stat source " + root);
-  root_dev_ = st.st_dev;
+PosixSource::PosixSource(const std::string& root)
+    : root_(root), root_fd_(open_root(root)), root_dev_(device_of(root_fd_)), beneath_(root_fd_) {
   char resolved[PATH_MAX];
   if (realpath(root.c_str(), resolved)) root_ = resolved;
 }
@@ -181,7 +187,7 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   if (!S_ISREG(st.st_mode)) throw Error(EIO, "source file " + rel + " is no longer a regular file");
   // io_uring would answer EAGAIN rather than wait for the disk on a non-blocking descriptor.
   if (fcntl(file->fd, F_SETFL, fcntl(file->fd, F_GETFL) & ~O_NONBLOCK) != 0) throw_errno(errno, "fcntl " + rel);
-  file->version = version_of(st);
+  file->version = stat_version(st);
   check_version(rel, expect, file->version);
   std::lock_guard lock(fd_mu_);
   auto it = fds_.find(rel);
@@ -228,7 +234,7 @@ size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint
     struct stat st;
     if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
     try {
-      check_version(rel, expect, version_of(st));
+      check_version(rel, expect, stat_version(st));
       if (st.st_nlink == 0) {
         bump(counters_.changed);
         throw Error(EIO, "source file " + rel + " was deleted");

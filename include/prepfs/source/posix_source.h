@@ -34,7 +34,7 @@ class PosixSource final : public Source {
   void check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found);
   void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
   uint64_t identity_of(const struct stat& st) const;
-  FileVersion version_of(const struct stat& st) const;
+  FileVersion stat_version(const struct stat& st) const;
   template <class ReadLink>
   SourceStat to_source_stat(const struct stat& st, ReadLink read_link) const;
 
