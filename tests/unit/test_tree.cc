@@ -257,3 +257,24 @@ TEST(TreeStore, KeepsVersionsAndOwners) {
   EXPECT_EQ(second.tree.owner(Tree::kRoot), (Owner{getuid(), getgid()}));
   EXPECT_NE(second.tree.version(a).identity, 0u);
 }
+
+TEST(DataFs, RevalidationRefreshesModeAndOwner) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  Tree tree = Tree::scan(src);
+  test::ReadPath rp(src, tree, cache);
+  DataFsConfig cfg;
+  cfg.metadata_ttl = 0;
+  cfg.image_views = false;
+  auto fs = rp.data_fs(tree, src, cfg);
+  Attr raw = fs->lookup(DataFs::kRootIno, "raw");
+  ASSERT_EQ(chown((d / "src/top.txt").c_str(), 23456, 23457), 0);
+  ASSERT_EQ(chmod((d / "src/top.txt").c_str(), 0600), 0);
+  Attr top = fs->lookup(raw.ino, "top.txt");
+  EXPECT_EQ(top.uid, 23456u);
+  EXPECT_EQ(top.gid, 23457u);
+  EXPECT_EQ(top.mode, S_IFREG | 0600u);
+  EXPECT_EQ(fs->lookup(raw.ino, "b").uid, getuid());  // untouched entries keep theirs
+}
