@@ -59,6 +59,12 @@ bool is_generic_mount_option(std::string_view key) {
 
 }  // namespace
 
+bool is_boolean_option(std::string_view key) {
+  for (const OptionDoc& d : option_docs())
+    if (key == d.key) return std::string_view(d.value) == "BOOL";
+  return false;
+}
+
 const std::vector<OptionDoc>& option_docs() {
   static const std::vector<OptionDoc> docs = {
       {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
@@ -86,7 +92,11 @@ const std::vector<OptionDoc>& option_docs() {
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
       {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},
+      {"s3_timeout", "SECONDS",
+       "total time one S3 request may take before it is retried (default 60; a trickling server cannot hold a read)"},
       {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
+      {"uid", "N", "owner (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user)"},
+      {"gid", "N", "group (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user's)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -94,6 +104,12 @@ const std::vector<OptionDoc>& option_docs() {
 }
 
 void apply_option(Options& o, std::string_view key, std::string_view value, bool has_value) {
+  // fstab users write flags: a boolean option given bare ("-o crop_decode") means 1. There is no
+  // "no<key>" form: that namespace belongs to mount(8) (noauto, nodev, ...); key=0 says it.
+  if (!has_value && is_boolean_option(key)) {
+    value = "1";
+    has_value = true;
+  }
   auto need_value = [&] {
     if (!has_value || value.empty()) throw Error(EINVAL, "option " + std::string(key) + " needs a value");
   };
@@ -211,9 +227,16 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     need_value();
     o.s3_retry_time = parse_seconds(key, value);
     if (o.s3_retry_time < 0) throw bad_value(key, value, "expected seconds >= 0");
+  } else if (key == "s3_timeout") {
+    need_value();
+    o.s3_timeout = parse_seconds(key, value);
+    if (o.s3_timeout <= 0) throw bad_value(key, value, "expected seconds > 0");
   } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
+  } else if (key == "uid" || key == "gid") {
+    need_value();
+    (key == "uid" ? o.uid : o.gid) = parse_count(key, value, 0, 4294967294u);
   } else if (key == "allow_other")
     o.allow_other = true;
   else if (key == "debug") {

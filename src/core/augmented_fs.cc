@@ -12,13 +12,14 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout)
+                         double timeout, Owner unowned)
     : tree_(tree),
       store_(store),
       counters_(counters),
       names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)),
       timeout_(timeout),
+      unowned_(unowned),
       opens_(new std::atomic<uint32_t>[tree.size()]) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
@@ -29,18 +30,21 @@ uint32_t AugmentedFs::node_of(uint64_t ino) const {
 }
 
 Attr AugmentedFs::attr(uint32_t node) const {
-  const Node& n = tree_.node(node);
+  const Tree::FileState state = tree_.file_state(node);
   Attr a;
   a.ino = node + 1;
-  a.mtime_ns = tree_.version(node).mtime_ns;
+  a.mtime_ns = state.version.mtime_ns;
   a.timeout = timeout_;
-  if (S_ISDIR(n.mode)) {
-    a.mode = n.mode;
+  if (S_ISDIR(state.mode)) {
+    a.mode = state.mode;
     a.nlink = 2;
   } else {
-    a.mode = S_IFREG | (n.mode & 0444);
-    a.size = store_.shapes().augmented_size(tree_.dims(node));  // every variant has the same size
+    a.mode = S_IFREG | (state.mode & 0444);
+    a.size = store_.shapes().augmented_size(state.dims);  // every variant has the same size
   }
+  const Owner owner = state.owner.or_else(unowned_);  // the source file's owner, as in decoded/
+  a.uid = owner.uid;
+  a.gid = owner.gid;
   return a;
 }
 
@@ -71,7 +75,7 @@ std::string AugmentedFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink
 OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
   uint32_t node = node_of(ino);
-  if (!S_ISREG(tree_.node(node).mode)) throw Error(EISDIR, "not a regular file");
+  if (!S_ISREG(tree_.mode(node))) throw Error(EISDIR, "not a regular file");
   bump(counters_.augmented_opens);
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.

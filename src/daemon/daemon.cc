@@ -43,6 +43,7 @@ std::unique_ptr<Source> make_source(const Options& o) {
   sc.profile = o.s3_profile;
   sc.connections = o.s3_connections;
   sc.retry_seconds = o.s3_retry_time;
+  sc.request_timeout = o.s3_timeout;
   sc.part_size = o.s3_part_size;
   return std::make_unique<S3Source>(o.source, sc);
 }
@@ -132,6 +133,17 @@ struct Daemon::Parts {
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
 
+  // Once a file is seen changed (a read found another version, or revalidation did), the
+  // persisted index is marked stale at once, so that even after a crash the next mount lists the
+  // source again rather than serving EIO for every changed file forever.
+  bool index_marked_stale = false;
+  void note_source_changes() {
+    if (index_marked_stale || (load(source->counters().changed) == 0 && load(views.changed_files) == 0)) return;
+    index_marked_stale = true;
+    mark_index_stale(cache_dir + "/index.bin");
+    spdlog::info("files of {} changed under this mount: the next mount lists it again", opts.source);
+  }
+
   StatsSources stats_sources() const { return StatsSources{*cache, *source, *tree, views, renders, profiler.get()}; }
 
   PlannerConfig planner_config() const {
@@ -141,7 +153,7 @@ struct Daemon::Parts {
       for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
     // Files that are not samples are admitted as read: the raw quotas leave room for them.
     for (uint32_t id = 0; id < tree->size(); id++)
-      if (S_ISREG(tree->node(id).mode) && !shapes.is_sample(tree->dims(id)))
+      if (S_ISREG(tree->mode(id)) && !shapes.is_sample(tree->dims(id)))
         pc.other_bytes += double(tree->version(id).size);
     return pc;
   }
@@ -183,9 +195,12 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
+  // What still shows as unknown after uid=/gid= (not given) becomes the mounting user's in the
+  // FUSE adaptor, like the mount's own directories.
+  dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc);
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout);
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned);
 
   // The partition model's measurements, ticking once a second from the end of construction.
   p.profiler = std::make_unique<Profiler>(ProfilerSources{*p.tree, p.shapes, *p.source, *p.cache, p.renders, p.views,
@@ -208,7 +223,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
   });
 
-  p.profiler->on_tick([&p] { p.planner->on_tick(); });
+  p.profiler->on_tick([&p] {
+    p.planner->on_tick();
+    p.note_source_changes();
+  });
   p.profiler->start(std::chrono::seconds(1));
 }
 
@@ -216,6 +234,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
+  p_->note_source_changes();
   p_->cache->flush();
 }
 

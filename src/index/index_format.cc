@@ -11,7 +11,8 @@ namespace prepfs {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
-constexpr uint32_t kVersion = 2;  // 2: image dimensions per node
+// 2: image dimensions per node; 3: a file's identity (device, inode, ctime) and its owner
+constexpr uint32_t kVersion = 3;
 
 void append(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 
@@ -62,6 +63,8 @@ std::string encode_index(const Tree& tree, Source& source) {
   h.dir_count = dirs.size();
   std::vector<ImageDims> dims = tree.all_dims();
   dims.resize(tree.size());
+  const std::vector<Owner> owners = tree.owners();
+  h.owner_count = static_cast<uint32_t>(owners.size());
 
   std::string out;
   append(out, &h, sizeof h);
@@ -69,6 +72,7 @@ std::string encode_index(const Tree& tree, Source& source) {
   append(out, tree.arena().data(), tree.arena().size());
   append(out, dirs.data(), dirs.size() * sizeof(DirRecord));
   append(out, dims.data(), dims.size() * sizeof(ImageDims));
+  append(out, owners.data(), owners.size() * sizeof(Owner));
   uint64_t sum = XXH3_64bits(out.data(), out.size());
   append(out, &sum, sizeof sum);
   return out;
@@ -93,10 +97,12 @@ StoredIndex decode_index(std::string_view data, uint64_t source_hash) {
   std::string arena(in.bytes(h.arena_size));
   if (h.dir_count > in.left() / sizeof(DirRecord)) reject("size mismatch");
   std::vector<DirRecord> dirs = in.take<DirRecord>(h.dir_count);
-  if (in.left() != h.node_count * sizeof(ImageDims)) reject("size mismatch");
+  if (in.left() < h.node_count * sizeof(ImageDims)) reject("size mismatch");
   std::vector<ImageDims> dims = in.take<ImageDims>(h.node_count);
+  if (in.left() != uint64_t(h.owner_count) * sizeof(Owner)) reject("size mismatch");
+  std::vector<Owner> owners = in.take<Owner>(h.owner_count);
 
-  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena), std::move(dims)), std::move(dirs)};
+  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena), std::move(dims), owners), std::move(dirs)};
   // Every directory once, in node order, as encode_index writes them (or none): a directory
   // without a record would be reused unchecked.
   size_t dir_nodes = 0;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "prepfs/common/error.h"
 
@@ -45,6 +46,13 @@ Tree Tree::scan(Source& source) {
   dir_index.clear();
 
   Tree t;
+  std::vector<Owner> owners;  // distinct, in order of appearance
+  {
+    std::unordered_set<uint64_t> seen;
+    for (const ScanEntry& e : entries)
+      if (seen.insert(uint64_t(e.st.owner.uid) << 32 | e.st.owner.gid).second) owners.push_back(e.st.owner);
+  }
+  t.owners_ = std::make_unique<OwnerTable>(owners);
   t.nodes_.resize(entries.size());
   std::vector<uint32_t> id_of(entries.size());
   std::deque<uint32_t> queue{0};  // scan indices, breadth-first: children get contiguous ids
@@ -61,6 +69,8 @@ Tree Tree::scan(Source& source) {
     n.mode = e.st.mode;
     n.size = e.st.size;
     n.mtime_ns = e.st.mtime_ns;
+    n.identity = e.st.identity;
+    n.owner = t.owners_->intern(e.st.owner);
     if (S_ISLNK(e.st.mode)) {
       n.first_child = static_cast<uint32_t>(t.arena_.size());
       t.arena_ += e.st.symlink_target;
@@ -118,11 +128,11 @@ std::string_view Tree::symlink_target(uint32_t id) const {
   return std::string_view(arena_).substr(n.first_child, static_cast<size_t>(n.size));
 }
 
-bool Tree::is_dir(uint32_t id) const { return S_ISDIR(nodes_[id].mode); }
+bool Tree::is_dir(uint32_t id) const { return S_ISDIR(mode(id)); }
 
 std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const {
   const Node& d = nodes_[dir];
-  if (!S_ISDIR(d.mode)) return std::nullopt;
+  if (!is_dir(dir)) return std::nullopt;
   uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
@@ -136,19 +146,40 @@ std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const 
   return std::nullopt;
 }
 
-FileVersion Tree::version(uint32_t id) const {
-  Node& n = const_cast<Node&>(nodes_[id]);
-  return {std::atomic_ref<uint64_t>(n.size).load(std::memory_order_relaxed),
-          std::atomic_ref<int64_t>(n.mtime_ns).load(std::memory_order_relaxed)};
+Tree::FileState Tree::file_state(uint32_t id) const {
+  const Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
+  return versions_lock_->read(id, [&] {
+    FileState s{{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)},
+                {},
+                relaxed_load(n.mode),
+                owners_->at(relaxed_load(n.owner))};
+    if (has_dims) s.dims = {relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    return s;
+  });
 }
 
-void Tree::set_version(uint32_t id, const FileVersion& v) {
-  std::atomic_ref<uint64_t>(nodes_[id].size).store(v.size, std::memory_order_relaxed);
-  std::atomic_ref<int64_t>(nodes_[id].mtime_ns).store(v.mtime_ns, std::memory_order_relaxed);
+void Tree::set_file_state(uint32_t id, const FileState& s) {
+  Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
+  versions_lock_->write(id, [&] {
+    relaxed_store(n.size, s.version.size);
+    relaxed_store(n.mtime_ns, s.version.mtime_ns);
+    relaxed_store(n.identity, s.version.identity);
+    relaxed_store(n.mode, (n.mode & S_IFMT) | (s.mode & ~S_IFMT));
+    relaxed_store(n.owner, owners_->intern(s.owner));  // interning is serialized by the write lock
+    if (!has_dims) return;
+    const ImageDims old{relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    relaxed_store(dims_[id].width, s.dims.width);
+    relaxed_store(dims_[id].height, s.dims.height);
+    if (old.is_image() != s.dims.is_image())  // writers are serialized: a plain update suffices
+      relaxed_store(image_count_, relaxed_load(image_count_) + (s.dims.is_image() ? 1 : uint64_t(-1)));
+  });
 }
 
 uint64_t Tree::memory_bytes() const {
-  return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims);
+  return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims) +
+         owners_->memory_bytes();
 }
 
 void Tree::count_files() {

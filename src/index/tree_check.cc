@@ -66,7 +66,8 @@ void check_node(const std::vector<Node>& nodes, const std::string& arena, uint32
 
 }  // namespace
 
-Tree Tree::from_parts(std::vector<Node> nodes, std::string arena, std::vector<ImageDims> dims) {
+Tree Tree::from_parts(std::vector<Node> nodes, std::string arena, std::vector<ImageDims> dims,
+                      const std::vector<Owner>& owners) {
   if (nodes.empty()) throw Error(EIO, "no root node");
   if (nodes.size() >= UINT32_MAX) throw Error(EIO, "more nodes than 32-bit ids");
   if (!dims.empty() && dims.size() != nodes.size()) throw Error(EIO, "image dimensions do not match the nodes");
@@ -87,6 +88,7 @@ Tree Tree::from_parts(std::vector<Node> nodes, std::string arena, std::vector<Im
   Tree t;
   t.nodes_ = std::move(nodes);
   t.arena_ = std::move(arena);
+  t.owners_ = std::make_unique<OwnerTable>(owners);
   t.count_files();
   if (!dims.empty()) t.set_all_dims(std::move(dims));
   return t;

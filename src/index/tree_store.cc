@@ -14,6 +14,12 @@
 #include "prepfs/index/index_format.h"
 
 namespace prepfs {
+namespace {
+
+// Present while the index on disk may describe files that changed since (see mark_index_stale).
+std::string stale_marker(const std::string& index_path) { return index_path + ".stale"; }
+
+}  // namespace
 
 void save_tree(const Tree& tree, Source& source, const std::string& path) {
   std::string bytes = encode_index(tree, source);
@@ -26,6 +32,17 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
     if (!out) throw_errno(errno ? errno : EIO, "write index " + tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
+  ::unlink(stale_marker(path).c_str());
+}
+
+void mark_index_stale(const std::string& path) {
+  int fd = ::open(stale_marker(path).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    spdlog::warn("cannot mark the metadata index {} stale: {}; the next mount may reuse it", path,
+                 std::strerror(errno));
+    return;
+  }
+  ::close(fd);
 }
 
 namespace {
@@ -79,6 +96,10 @@ namespace {
 
 // Whether every directory still has the fingerprint it had when the index was written.
 bool still_fresh(const StoredIndex& stored, Source& source, const std::string& path) {
+  if (::access(stale_marker(path).c_str(), F_OK) == 0) {
+    spdlog::info("metadata index {} not reused: files changed under the last mount", path);
+    return false;
+  }
   if (stored.dirs.empty()) {
     spdlog::info("metadata index {} not reused: the source has no directory fingerprints", path);
     return false;

@@ -188,3 +188,19 @@ TEST(Mountinfo, ParsesTheFieldsAfterOptionalOnesAndDecodesEscapes) {
   for (const prepfs::MountEntry& m : prepfs::read_mountinfo()) root |= m.mount_point == "/";
   EXPECT_TRUE(root);
 }
+
+TEST(Options, BareBooleanFlagsMeanOne) {
+  Options o;
+  o.fast_paths = false;
+  apply_option_list(o, "s3_path_style,crop_decode,fast_paths");
+  EXPECT_EQ(o.s3_path_style, "1");
+  EXPECT_TRUE(o.crop_decode);
+  EXPECT_TRUE(o.fast_paths);
+  test::TempDir dir;
+  dir.write("c.conf", "crop_decode\n");  // a config-file line without '=' is a flag too
+  Options c;
+  apply_config_file(c, dir / "c.conf");
+  EXPECT_TRUE(c.crop_decode);
+  EXPECT_THROW(apply_option_list(o, "nocrop_decode"), Error);  // no "no" form: key=0 says it
+  EXPECT_THROW(apply_option_list(o, "ram"), Error);            // a size is not a flag
+}

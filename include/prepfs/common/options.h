@@ -47,7 +47,12 @@ struct Options {
   std::string s3_profile;              // s3_profile= ~/.aws/credentials section
   unsigned s3_connections = 64;        // s3_connections= HTTP connections to the endpoint
   double s3_retry_time = 20;           // s3_retry_time= seconds a failing request is retried
+  double s3_timeout = 60;              // s3_timeout= seconds one attempt of a request may take
   uint64_t s3_part_size = 8ull << 20;  // s3_part_size= larger reads become parallel parts
+
+  // Owner of entries the source has no owner for (S3 objects); unset (0xffffffff): the mounting user.
+  uint32_t uid = 0xffffffff;  // uid=
+  uint32_t gid = 0xffffffff;  // gid=
 
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;
@@ -60,6 +65,9 @@ struct OptionDoc {
 };
 // Every key accepted by apply_option(), for --help and the man-page test.
 const std::vector<OptionDoc>& option_docs();
+
+// Whether key takes 0 or 1 (documented as BOOL); such a key given bare means 1.
+bool is_boolean_option(std::string_view key);
 
 // Applies one key[=value]. Throws Error(EINVAL) naming the key for an unknown key or a bad value.
 void apply_option(Options& opts, std::string_view key, std::string_view value, bool has_value);

@@ -19,7 +19,9 @@ namespace prepfs {
 
 class AugmentedFs final : public Filesystem {
  public:
-  AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout);
+  // unowned: the owner shown for entries the source has no owner for (DataFsConfig::unowned).
+  AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
+              Owner unowned = {});
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -46,6 +48,7 @@ class AugmentedFs final : public Filesystem {
   ImageNames names_;
   unsigned aug_reuse_;
   double timeout_;
+  Owner unowned_;
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
   OpenSnapshots open_;
 };

@@ -16,7 +16,7 @@ ImageDims probe_image(Source& source, const std::string& rel, const FileVersion&
 
 // Probes every regular file of the tree with `threads` readers (latency-bound on remote
 // storage, so more threads than cores) and records the results in the tree. Files that `previous`
-// (an older index of the same source) holds with the same size and mtime keep their recorded
+// (an older index of the same source) holds with the same version keep their recorded
 // dimensions without a read.
 void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* previous = nullptr);
 

@@ -4,7 +4,7 @@
 //
 // Layout, in this machine's byte order (the index never leaves the machine that wrote it):
 //   Header | node_count Nodes | the name arena | dir_count DirRecords | node_count ImageDims |
-//   XXH3-64 of everything before it.
+//   owner_count Owners | XXH3-64 of everything before it.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace prepfs {
 struct IndexHeader {
   char magic[8];  // "PREPFSI\0"
   uint32_t version;
-  uint32_t reserved;
+  uint32_t owner_count;
   uint64_t source_hash;  // index_source_hash()
   uint64_t node_count;
   uint64_t arena_size;
