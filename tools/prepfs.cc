@@ -24,7 +24,9 @@
 namespace {
 
 std::string options_help() {
-  std::string s = "\nOptions for -o (comma-separated key=value; also accepted in --config files):\n";
+  std::string s =
+      "\nOptions for -o (comma-separated key=value; also accepted in --config files; a BOOL key given bare "
+      "means 1):\n";
   for (const auto& d : prepfs::option_docs()) {
     std::string left = std::string("  ") + d.key + (d.value[0] ? std::string("=") + d.value : "");
     if (left.size() < 26) left.resize(26, ' ');

@@ -1,13 +1,23 @@
 #!/usr/bin/python3
 """Per-core PIL (+ torchvision) baseline for prepfs-xfbench, on the same files.
 
-    /usr/bin/python3 bench/transform/pil_bench.py [--seconds T] PATH...
+    /usr/bin/python3 bench/transform/pil_bench.py [--seconds T] [--rounds R] [--only CASE,...]
+                                                  [--boxes FILE] [--items N] PATH...
     /usr/bin/python3 bench/transform/pil_bench.py --verify DUMPDIR
 
-Modes (one thread: torch.set_num_threads(1); files read into memory first):
-  decode         Image.open(f).convert('RGB')
-  decode+ppm     the same, then PPM encoding (what the decoded/ view serves)
-  augment        decode + RandomResizedCrop(224) + RandomHorizontalFlip() (torchvision, PIL path)
+Cases (one thread: torch.set_num_threads(1); files read into memory first):
+  decode                    Image.open(f).convert('RGB')
+  decode+ppm                the same, then PPM encoding (what the decoded/ view serves)
+  augment (PIL+tv)          decode + RandomResizedCrop(224) + RandomHorizontalFlip() (torchvision)
+  decoded->variant (PIL+tv) the same transform on already decoded images
+  resize (PIL)              crop + resize((224, 224), BILINEAR) on already decoded images, over the
+                            crop boxes `prepfs-xfbench --dump-boxes FILE` wrote (needs --boxes):
+                            exactly the work of xfbench's "resize" cases
+Timing as in xfbench: R rounds (default 3), each running every case for T/R CPU-seconds of this
+thread, interleaved; printed are the CPU ms per item of each round and items/s per core from the
+median round. --items N runs each case over exactly N items once instead, for
+    valgrind --tool=callgrind --toggle-collect='ImagingResample*' /usr/bin/python3 pil_bench.py ...
+which counts the instructions of PIL's resampler alone.
 --verify compares the PPMs written by `prepfs-xfbench --dump-decoded DUMPDIR` with PIL's decode
 of each listed source file, byte for byte.
 """
@@ -31,19 +41,6 @@ def load(paths):
             if b[:3] == b"\xff\xd8\xff":
                 files.append((p, b))
     return files
-
-
-def measure(files, seconds, work):
-    t0 = time.thread_time()
-    n = errors = 0
-    while time.thread_time() - t0 < seconds:
-        for _, b in files:
-            try:
-                work(b)
-            except OSError:
-                errors += 1
-            n += 1
-    return n / (time.thread_time() - t0), n, errors
 
 
 def verify(dump):
@@ -71,43 +68,121 @@ def verify(dump):
     return 1 if differ else 0
 
 
+class Case:
+    def __init__(self, name, items, work):
+        self.name, self.items, self.work = name, items, work  # work(item)
+        self.next = 0
+        self.ms = []
+        self.done = self.errors = 0
+
+    def run(self, seconds, count=0):
+        t0 = t = time.thread_time()
+        n = 0
+        while (n < count) if count else (t - t0 < seconds):
+            try:
+                self.work(self.items[self.next])
+            except OSError:
+                self.errors += 1
+            self.next = (self.next + 1) % len(self.items)
+            n += 1
+            t = time.thread_time()
+        return n, t - t0
+
+
+def make_cases(files, boxes_file):
+    from PIL import Image
+
+    def decode(b):
+        return Image.open(io.BytesIO(b)).convert("RGB")  # convert() loads the pixels
+
+    def decode_ppm(b):
+        decode(b).save(io.BytesIO(), "PPM")
+
+    decoded = None
+    tf = None
+
+    def need_decoded():
+        nonlocal decoded
+        if decoded is None:
+            decoded = {}
+            for p, b in files:
+                try:
+                    decoded[p] = decode(b)
+                except OSError:
+                    pass
+        return decoded
+
+    def need_tf():
+        nonlocal tf
+        if tf is None:
+            import torch
+            import torchvision.transforms as T
+            torch.set_num_threads(1)
+            tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
+        return tf
+
+    blobs = [b for _, b in files]
+    cases = {
+        "decode": lambda: Case("decode", blobs, decode),
+        "decode+ppm": lambda: Case("decode+ppm", blobs, decode_ppm),
+        # need_tf() before timing: importing torch takes seconds.
+        "augment (PIL+tv)": lambda: Case("augment (PIL+tv)", blobs, lambda b, t=need_tf(): t(decode(b))),
+        "decoded->variant (PIL+tv)": lambda: Case("decoded->variant (PIL+tv)", list(need_decoded().values()),
+                                                  lambda im, t=need_tf(): t(im)),
+    }
+    if boxes_file:
+        items = []
+        with open(boxes_file) as f:
+            for line in f:
+                path, left, top, w, h = line.rsplit(" ", 4)
+                items.append((need_decoded()[path], (int(left), int(top), int(left) + int(w), int(top) + int(h))))
+        cases["resize (PIL)"] = lambda: Case("resize (PIL)", items,
+                                             lambda it: it[0].crop(it[1]).resize((224, 224), Image.BILINEAR))
+    return cases
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--seconds", type=float, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only")
+    ap.add_argument("--boxes")
+    ap.add_argument("--items", type=int, default=0)
     ap.add_argument("--verify")
     ap.add_argument("paths", nargs="*")
     a = ap.parse_args()
     if a.verify:
         return verify(a.verify)
-    import torch
-    import torchvision.transforms as T
     from PIL import Image
-    torch.set_num_threads(1)
     files = load(a.paths)
     if not files:
         print("no JPEG files found", file=sys.stderr)
         return 1
+    makers = make_cases(files, a.boxes)
+    names = a.only.split(",") if a.only else list(makers)
+    unknown = [n for n in names if n not in makers]
+    if unknown:
+        print(f"unknown case(s) {unknown}; known: {list(makers)}", file=sys.stderr)
+        return 2
+    cases = [makers[n]() for n in names]
+    if a.items:
+        for c in cases:
+            c.run(0, a.items)
+            print(f"{c.name}: {a.items} items, {c.errors} errors")
+        return 0
     total = sum(len(b) for _, b in files)
-    print(f"files: {len(files)} JPEGs, {total / 1e6:.1f} MB; PIL {Image.__version__}, "
-          f"torchvision {__import__('torchvision').__version__}; {a.seconds} s per mode, 1 thread")
-
-    def decode(b):
-        Image.open(io.BytesIO(b)).convert("RGB")  # convert() loads the pixels
-
-    def decode_ppm(b):
-        im = Image.open(io.BytesIO(b)).convert("RGB")
-        out = io.BytesIO()
-        im.save(out, "PPM")
-
-    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
-
-    def augment(b):
-        tf(Image.open(io.BytesIO(b)).convert("RGB")).tobytes()
-
-    print(f"{'mode':<22} {'samples/s':>12} {'samples':>10} {'errors':>8}")
-    for name, fn in (("decode", decode), ("decode+ppm", decode_ppm), ("augment (PIL+tv)", augment)):
-        rate, n, err = measure(files, a.seconds, fn)
-        print(f"{name:<22} {rate:12.1f} {n:10d} {err:8d}")
+    print(f"files: {len(files)} JPEGs, {total / 1e6:.1f} MB; PIL {Image.__version__}; "
+          f"{a.rounds} rounds of {a.seconds / a.rounds:.2f} CPU-s per case, 1 thread")
+    for _ in range(a.rounds):
+        for c in cases:
+            n, t = c.run(a.seconds / a.rounds)
+            c.done += n
+            c.ms.append(t * 1e3 / n)
+    print(f"{'case':<26} {'ms/item per round':<26} {'median':>9} {'items/s/core':>12} {'items':>8} {'errors':>7}")
+    for c in cases:
+        med = sorted(c.ms)[len(c.ms) // 2]
+        rounds = " ".join(f"{ms:.3f}" for ms in c.ms)
+        print(f"{c.name:<26} {rounds:<26} {med:9.3f} {1e3 / med:12.1f} {c.done:8d} {c.errors:7d}")
     return 0
 
 

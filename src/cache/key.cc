@@ -36,13 +36,14 @@ CacheKey make_key(const KeyFields& f) {
   struct __attribute__((packed)) Fixed {
     uint64_t size;
     int64_t mtime_ns;
+    uint64_t identity;
     uint64_t pipeline_hash;
     uint64_t chunk;
     uint64_t chunk_size;
     uint32_t variant;
     uint8_t form;
-  } fixed{f.version.size, f.version.mtime_ns,          f.pipeline_hash, f.chunk, f.chunk_size,
-          f.variant,      static_cast<uint8_t>(f.form)};
+  } fixed{f.version.size, f.version.mtime_ns, f.version.identity, f.pipeline_hash,
+          f.chunk,        f.chunk_size,       f.variant,          static_cast<uint8_t>(f.form)};
   char stack[sizeof(Fixed) + 240];
   std::string heap;
   char* buf = stack;

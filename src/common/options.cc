@@ -59,6 +59,12 @@ bool is_generic_mount_option(std::string_view key) {
 
 }  // namespace
 
+bool is_boolean_option(std::string_view key) {
+  for (const OptionDoc& d : option_docs())
+    if (key == d.key) return std::string_view(d.value) == "BOOL";
+  return false;
+}
+
 const std::vector<OptionDoc>& option_docs() {
   static const std::vector<OptionDoc> docs = {
       {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
@@ -85,7 +91,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
-      {"crop_decode", "BOOL", "decode only the crop region for augmented/ (default 0)"},
+      {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
@@ -93,7 +99,11 @@ const std::vector<OptionDoc>& option_docs() {
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
       {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},
+      {"s3_timeout", "SECONDS",
+       "total time one S3 request may take before it is retried (default 60; a trickling server cannot hold a read)"},
       {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
+      {"uid", "N", "owner (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user)"},
+      {"gid", "N", "group (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user's)"},
       {"allow_other", "", "let users other than the mounting one access the mount"},
       {"debug", "", "log every FUSE request (implies -f)"},
   };
@@ -101,6 +111,12 @@ const std::vector<OptionDoc>& option_docs() {
 }
 
 void apply_option(Options& o, std::string_view key, std::string_view value, bool has_value) {
+  // fstab users write flags: a boolean option given bare ("-o crop_decode") means 1. There is no
+  // "no<key>" form: that namespace belongs to mount(8) (noauto, nodev, ...); key=0 says it.
+  if (!has_value && is_boolean_option(key)) {
+    value = "1";
+    has_value = true;
+  }
   auto need_value = [&] {
     if (!has_value || value.empty()) throw Error(EINVAL, "option " + std::string(key) + " needs a value");
   };
@@ -228,9 +244,16 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     need_value();
     o.s3_retry_time = parse_seconds(key, value);
     if (o.s3_retry_time < 0) throw bad_value(key, value, "expected seconds >= 0");
+  } else if (key == "s3_timeout") {
+    need_value();
+    o.s3_timeout = parse_seconds(key, value);
+    if (o.s3_timeout <= 0) throw bad_value(key, value, "expected seconds > 0");
   } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
+  } else if (key == "uid" || key == "gid") {
+    need_value();
+    (key == "uid" ? o.uid : o.gid) = parse_count(key, value, 0, 4294967294u);
   } else if (key == "allow_other")
     o.allow_other = true;
   else if (key == "debug") {
@@ -266,15 +289,15 @@ void apply_option_list(Options& o, std::string_view list) {
   flush();
 }
 
-void apply_config_file(Options& o, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_errno(errno ? errno : ENOENT, "config file " + path);
-  std::string line;
+void apply_config_text(Options& o, std::string_view text, const std::string& origin) {
   int lineno = 0;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
     lineno++;
     size_t hash = line.find('#');
-    if (hash != std::string::npos) line.erase(hash);
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
     std::string t = trim(line);
     if (t.empty()) continue;
     size_t eq = t.find('=');
@@ -288,9 +311,23 @@ void apply_config_file(Options& o, const std::string& path) {
       else
         apply_option(o, key, value, eq != std::string::npos);
     } catch (const Error& e) {
-      throw Error(e.err(), path + ":" + std::to_string(lineno) + ": " + e.what());
+      throw Error(e.err(), origin + ":" + std::to_string(lineno) + ": " + e.what());
     }
   }
+}
+
+void apply_config_file(Options& o, const std::string& path) {
+  // A config file is a few dozen lines; the cap keeps a mistaken path (/dev/zero, a disk image)
+  // from filling memory.
+  constexpr size_t kMaxConfigBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_errno(errno ? errno : ENOENT, "config file " + path);
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw_errno(errno ? errno : EIO, "config file " + path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) throw Error(EFBIG, "config file " + path + " is larger than 1 MiB");
+  apply_config_text(o, text, path);
 }
 
 void finalize_options(Options& o) {

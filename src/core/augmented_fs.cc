@@ -12,7 +12,7 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout, HeaderProber* prober)
+                         double timeout, Owner unowned, HeaderProber* prober)
     : tree_(tree),
       store_(store),
       counters_(counters),
@@ -20,6 +20,7 @@ AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& cou
       names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)),
       timeout_(timeout),
+      unowned_(unowned),
       opens_(new std::atomic<uint32_t>[tree.size()]) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
@@ -30,19 +31,23 @@ uint32_t AugmentedFs::node_of(uint64_t ino) const {
 }
 
 Attr AugmentedFs::attr(uint32_t node) const {
-  const Node& n = tree_.node(node);
+  // Every variant's size follows from the header, which a first mount may not have read yet.
+  if (prober_ && S_ISREG(tree_.mode(node))) prober_->ensure(node);
+  const Tree::FileState state = tree_.file_state(node);
   Attr a;
   a.ino = node + 1;
-  a.mtime_ns = tree_.version(node).mtime_ns;
+  a.mtime_ns = state.version.mtime_ns;
   a.timeout = timeout_;
-  if (S_ISDIR(n.mode)) {
-    a.mode = n.mode;
+  if (S_ISDIR(state.mode)) {
+    a.mode = state.mode;
     a.nlink = 2;
   } else {
-    if (prober_) prober_->ensure(node);  // every variant's size follows from the header
-    a.mode = S_IFREG | (n.mode & 0444);
-    a.size = store_.shapes().augmented_size(tree_.dims(node));  // every variant has the same size
+    a.mode = S_IFREG | (state.mode & 0444);
+    a.size = store_.shapes().augmented_size(state.dims);  // every variant has the same size
   }
+  const Owner owner = state.owner.or_else(unowned_);  // the source file's owner, as in decoded/
+  a.uid = owner.uid;
+  a.gid = owner.gid;
   return a;
 }
 
@@ -76,13 +81,13 @@ std::string AugmentedFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink
 OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
   uint32_t node = node_of(ino);
-  if (!S_ISREG(tree_.node(node).mode)) throw Error(EISDIR, "not a regular file");
+  if (!S_ISREG(tree_.mode(node))) throw Error(EISDIR, "not a regular file");
   bump(counters_.augmented_opens);
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
   const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
   const Sample s = store_.resolve(node);
-  store_.note_read(s);
+  store_.note_read(s);  // a job's access (published orders)
   ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
   OpenReply r;
   r.fh = open_.add(bytes, bytes->data(), bytes->size());

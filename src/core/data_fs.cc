@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,11 +11,13 @@
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
 #include "prepfs/core/dir_listing.h"
+#include "prepfs/index/image_probe.h"
 
 namespace prepfs {
 namespace {
 
 constexpr double kImmutableTimeout = 86400.0;  // the tree never changes: let the kernel keep it
+static_assert(Owner::kUnknown == Attr::kMountingUser, "an owner still unknown is the mounting user's");
 
 }  // namespace
 
@@ -37,16 +40,20 @@ DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& cou
 
 double DataFs::timeout() const { return cfg_.metadata_ttl < 0 ? kImmutableTimeout : cfg_.metadata_ttl; }
 
-std::pair<DataFs::View, uint32_t> DataFs::node_of(uint64_t ino) const {
-  uint64_t view = ino >> 32, node = ino & 0xffffffffu;
+DataFs::Inode DataFs::node_of(uint64_t ino) const {
+  uint64_t view = (ino >> 32) & kViewMask, node = ino & 0xffffffffu;
   if ((view != kRaw && !(view == kDecoded && names_)) || node >= tree_.size()) throw Error(ENOENT, "no such inode");
-  return {static_cast<View>(view), static_cast<uint32_t>(node)};
+  return Inode{static_cast<View>(view), static_cast<uint32_t>(node), ino >> kTagShift};
+}
+
+uint64_t DataFs::ino_of(View v, uint32_t node, const FileVersion& version) const {
+  return (version_tag(node, version) << kTagShift) | (uint64_t(v) << 32) | node;
 }
 
 uint32_t DataFs::raw_node(uint64_t ino) const {
-  auto [view, node] = node_of(ino);
-  if (view != kRaw) throw Error(ENOENT, "no such inode");
-  return node;
+  Inode in = node_of(ino);
+  if (in.view != kRaw) throw Error(ENOENT, "no such inode");
+  return in.node;
 }
 
 Attr DataFs::dir_attr(uint64_t ino) const {
@@ -61,25 +68,29 @@ Attr DataFs::dir_attr(uint64_t ino) const {
 
 Attr DataFs::node_attr(View view, uint32_t id) {
   maybe_revalidate(id, false);
-  const Node& n = tree_.node(id);
-  FileVersion v = tree_.version(id);
+  // A decoded/ file's size follows from its header, which a first mount may not have read yet.
+  if (view == kDecoded && prober_ && S_ISREG(tree_.mode(id))) prober_->ensure(id);
+  const Tree::FileState state = tree_.file_state(id);
+  const FileVersion& v = state.version;
   Attr a;
-  a.ino = ino_of(view, id);
-  a.mode = n.mode;
-  a.size = S_ISDIR(n.mode) ? 0 : v.size;
-  if (view == kDecoded && S_ISREG(n.mode)) {
-    if (prober_) prober_->ensure(id);    // its size follows from its header
-    a.mode = S_IFREG | (n.mode & 0444);  // derived files are read-only whatever the source says
-    a.size = store_.shapes().decoded_size(tree_.dims(id));
+  a.ino = ino_of(view, id, v);
+  a.mode = state.mode;
+  a.size = S_ISDIR(state.mode) ? 0 : v.size;
+  if (view == kDecoded && S_ISREG(state.mode)) {
+    a.mode = S_IFREG | (state.mode & 0444);  // derived files are read-only whatever the source says
+    a.size = store_.shapes().decoded_size(state.dims);
   }
   a.mtime_ns = v.mtime_ns;
-  a.nlink = S_ISDIR(n.mode) ? 2 : 1;
+  a.nlink = S_ISDIR(state.mode) ? 2 : 1;
   a.timeout = timeout();
+  const Owner owner = state.owner.or_else(cfg_.unowned);  // derived views keep the source's
+  a.uid = owner.uid;
+  a.gid = owner.gid;
   return a;
 }
 
 void DataFs::maybe_revalidate(uint32_t id, bool force) {
-  if (!validated_at_ || !S_ISREG(tree_.node(id).mode)) return;
+  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return;
   // Milliseconds since start, +1 so that 0 means "never validated".
   int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count() + 1;
@@ -91,12 +102,18 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
   try {
     SourceStat st = source_.stat(path);
     FileVersion old = tree_.version(id);
-    if (st.size == old.size && st.mtime_ns == old.mtime_ns) return;
-    tree_.set_version(id, FileVersion{st.size, st.mtime_ns});
+    const FileVersion now = version_of(st);
+    if (now == old || !S_ISREG(st.mode)) return;
+    // The header again: a resized image has other dimensions, hence other decoded/ and
+    // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
+    // until a later revalidation succeeds.
+    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now), st.mode, st.owner});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    invalidations_.push(raw_ino(id));
-    if (names_) invalidations_.push(ino_of(kDecoded, id));  // its decoded/ pages derive from the old bytes
+    // The new version is a new inode (its number carries the version's tag): lookups after the
+    // entry timeout find it. The old inodes' pages go; their handles read EIO from now on.
+    invalidations_.push(ino_of(kRaw, id, old));
+    if (names_) invalidations_.push(ino_of(kDecoded, id, old));
   } catch (const Error& e) {
     spdlog::warn("revalidating {}: {}", path, e.what());
   }
@@ -104,8 +121,10 @@ void DataFs::maybe_revalidate(uint32_t id, bool force) {
 
 Attr DataFs::getattr(uint64_t ino) {
   if (ino == kRootIno || ino == kControlDirIno || ino == kAugmentedDirIno) return dir_attr(ino);
-  auto [view, node] = node_of(ino);
-  return node_attr(view, node);
+  Inode in = node_of(ino);
+  Attr a = node_attr(in.view, in.node);
+  a.ino = ino;  // an inode of an older version keeps its number (a handle open on it fstat()s it)
+  return a;
 }
 
 Attr DataFs::lookup(uint64_t parent, std::string_view name) {
@@ -117,7 +136,7 @@ Attr DataFs::lookup(uint64_t parent, std::string_view name) {
     throw Error(ENOENT, "no such entry");
   }
   if (parent == kControlDirIno || parent == kAugmentedDirIno) throw Error(ENOENT, "no such entry");
-  auto [view, dir] = node_of(parent);
+  auto [view, dir, tag] = node_of(parent);
   if (view == kDecoded && prober_) prober_->ensure_dir(dir);  // names in decoded/ depend on headers
   auto child = view == kRaw ? tree_.lookup(dir, name) : names_->lookup(dir, name);
   if (!child) throw Error(ENOENT, "no such entry");
@@ -142,14 +161,14 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
         offset, dir_attr(ino), [&] { return dir_attr(kRootIno); }, 0, nullptr, emit);
     return;
   }
-  auto [view, id] = node_of(ino);
+  auto [view, id, tag] = node_of(ino);
   if (!tree_.is_dir(id)) throw Error(ENOTDIR, "not a directory");
   if (view == kDecoded && prober_) prober_->ensure_dir(id);
   const Node& d = tree_.node(id);
   // Children a view hides (non-images in decoded/) are skipped but keep their offsets.
   list_dir(
       offset, getattr(ino),
-      [&, v = view] { return id == Tree::kRoot ? dir_attr(kRootIno) : getattr(ino_of(v, d.parent)); }, d.nchildren,
+      [&, v = view] { return id == Tree::kRoot ? dir_attr(kRootIno) : getattr(ino_of(v, d.parent, {})); }, d.nchildren,
       [&, v = view](uint64_t i) -> std::optional<DirEntry> {
         const uint32_t child = d.first_child + static_cast<uint32_t>(i);
         if (v == kRaw) return DirEntry{std::string(tree_.name(child)), node_attr(kRaw, child)};
@@ -161,36 +180,48 @@ void DataFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
 
 std::string DataFs::readlink(uint64_t ino) {
   uint32_t id = raw_node(ino);
-  if (!S_ISLNK(tree_.node(id).mode)) throw Error(EINVAL, "not a symlink");
+  if (!S_ISLNK(tree_.mode(id))) throw Error(EINVAL, "not a symlink");
   return std::string(tree_.symlink_target(id));
 }
 
 OpenReply DataFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) throw Error(EROFS, "read-only file system");
-  uint32_t id = node_of(ino).second;
-  if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
+  uint32_t id = node_of(ino).node;
+  if (!S_ISREG(tree_.mode(id))) throw Error(EISDIR, "not a regular file");
   OpenReply r;
-  r.keep_cache = true;   // raw and decoded bytes of one version never change
+  r.keep_cache = true;   // an inode's bytes never change: a new version is a new inode
   r.needs_open = false;  // no per-open state: the kernel may stop sending OPEN at all
   return r;
 }
 
-std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
-  auto [view, id] = node_of(ino);
-  if (!S_ISREG(tree_.node(id).mode)) throw Error(EISDIR, "not a regular file");
-  if (off == 0 && tree_.dims(id).is_image()) bump(view == kRaw ? counters_.raw_samples : counters_.decoded_samples);
-  bump(counters_.reads);
-  return view == kRaw ? read_raw(id, off, size) : read_decoded(id, off, size);
+uint64_t DataFs::version_tag(uint32_t id, const FileVersion& v) const {
+  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return 0;  // versions never change
+  return XXH3_64bits(&v, sizeof v) & kTagMask;
 }
 
-std::vector<Slice> DataFs::read_decoded(uint32_t id, uint64_t off, size_t size) {
+std::vector<Slice> DataFs::read(uint64_t ino, uint64_t, uint64_t off, size_t size) {
+  const Inode in = node_of(ino);
+  if (!S_ISREG(tree_.mode(in.node))) throw Error(EISDIR, "not a regular file");
+  const Sample s = store_.resolve(in.node);  // once per read: path, version and slot
+  if (in.tag != version_tag(in.node, s.version)) {
+    // This inode (and every handle open on it) names an older version: its pages in the kernel
+    // hold that version's bytes, so the new version's bytes must not join them.
+    bump(counters_.read_errors);
+    throw Error(EIO, "source file " + s.path + " changed since it was opened: open it again for the new version");
+  }
+  if (off == 0 && s.dims.is_image()) bump(in.view == kRaw ? counters_.raw_samples : counters_.decoded_samples);
+  if (off == 0) store_.note_read(s);  // a job's access (published orders name any file)
+  bump(counters_.reads);
+  return in.view == kRaw ? read_raw(s, off, size) : read_decoded(s, off, size);
+}
+
+std::vector<Slice> DataFs::read_decoded(const Sample& s, uint64_t off, size_t size) {
   ChunkRef c;
   try {
-    const Sample s = store_.resolve(id);
-    if (off == 0) store_.note_read(s);
     c = store_.decoded(s);
   } catch (const Error&) {
     bump(counters_.read_errors);
+    maybe_revalidate(s.node, true);  // as for raw/: the source file may have changed
     throw;
   }
   if (off >= c->size() || size == 0) return {};
@@ -199,9 +230,7 @@ std::vector<Slice> DataFs::read_decoded(uint32_t id, uint64_t off, size_t size) 
   return {Slice{c, c->data() + off, n}};
 }
 
-std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
-  const Sample s = store_.resolve(id);  // once per read: path, version and slot
-  if (off == 0) store_.note_read(s);    // a job's access (published orders name any file)
+std::vector<Slice> DataFs::read_raw(const Sample& s, uint64_t off, size_t size) {
   std::vector<Slice> out;
   if (off >= s.version.size || size == 0) return out;
   size = static_cast<size_t>(std::min<uint64_t>(size, s.version.size - off));
@@ -219,7 +248,7 @@ std::vector<Slice> DataFs::read_raw(uint32_t id, uint64_t off, size_t size) {
   } catch (const Error& e) {
     bump(counters_.read_errors);
     spdlog::warn("read {}: {}", s.path, e.what());
-    maybe_revalidate(id, true);  // a changed source file shows up here first
+    maybe_revalidate(s.node, true);  // a changed source file shows up here first
     throw;
   }
   bump(counters_.read_bytes, size);

@@ -22,7 +22,7 @@ std::string ImageNames::name(uint32_t node) const {
 }
 
 bool ImageNames::claims(uint32_t node, std::string_view stem) const {
-  return S_ISREG(tree_.node(node).mode) && tree_.dims(node).is_image() && stem_of(tree_.name(node)) == stem;
+  return S_ISREG(tree_.mode(node)) && tree_.dims(node).is_image() && stem_of(tree_.name(node)) == stem;
 }
 
 // The first child of dir, in name order, whose output name has this stem. Children are sorted

@@ -50,6 +50,7 @@ std::unique_ptr<Source> make_source(const Options& o) {
   sc.profile = o.s3_profile;
   sc.connections = o.s3_connections;
   sc.retry_seconds = o.s3_retry_time;
+  sc.request_timeout = o.s3_timeout;
   sc.part_size = o.s3_part_size;
   return std::make_unique<S3Source>(o.source, sc);
 }
@@ -156,6 +157,18 @@ struct Daemon::Parts {
   std::unique_ptr<Planner> planner;
   std::unique_ptr<ControlFs> control_fs;
 
+  // Once a file is seen changed (a read found another version, or revalidation did), the
+  // persisted index is marked stale at once, so that even after a crash the next mount lists the
+  // source again rather than serving EIO for every changed file forever.
+  std::atomic<bool> index_marked_stale{false};  // read by the header prober's thread too
+  void note_source_changes() {
+    if (index_marked_stale || (load(source->counters().changed) == 0 && load(views.changed_files) == 0)) return;
+    index_marked_stale = true;
+    mark_index_stale(cache_dir + "/index.bin");
+    spdlog::info("files of {} changed under this mount: the next mount lists it again", opts.source);
+  }
+
+  
   // The sample list jobs index by (.prepfs/samples, resident, importance): it needs every
   // header, so the first job to ask waits for the probing to finish.
   const SampleList& samples() {
@@ -187,6 +200,7 @@ struct Daemon::Parts {
   }
 
   void persist_index() {
+    if (index_marked_stale) return;  // a stale index must stay marked so: the next mount rescans
     try {
       save_tree(*tree, *source, cache_dir + "/index.bin");
     } catch (const Error& e) {
@@ -205,7 +219,7 @@ struct Daemon::Parts {
       for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
     // Files that are not samples are admitted as read: the raw quotas leave room for them.
     for (uint32_t id = 0; id < tree->size(); id++)
-      if (S_ISREG(tree->node(id).mode) && tree->dims(id).known() && !shapes.is_sample(tree->dims(id)))
+      if (S_ISREG(tree->mode(id)) && tree->dims(id).known() && !shapes.is_sample(tree->dims(id)))
         pc.other_bytes += double(tree->version(id).size);
     return pc;
   }
@@ -240,8 +254,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.placer = std::make_unique<Placer>(*p.tree, p.shapes);
   RenderConfig rc;
   rc.shapes = p.shapes;
-  // Off by default: a partial decode skips the entropy data of rows outside the crop less
-  // strictly than a full decode, so a damaged file could pass in augmented/ but fail in decoded/.
+  // On by default: a partial decode gives the same bytes and fails on the same files as a full one.
   rc.fast.crop_decode = opts.crop_decode;
   rc.fast.dct_scale = opts.fast_paths;
   rc.seed = opts.seed;
@@ -258,9 +271,13 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
+  // What still shows as unknown after uid=/gid= (not given) becomes the mounting user's in the
+  // FUSE adaptor, like the mount's own directories.
+  dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, p.prober.get());
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
+                                                 p.prober.get());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -303,7 +320,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
        [&p] { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }},
   });
 
-  p.profiler->on_tick([&p] { p.planner->on_tick(); });
+  p.profiler->on_tick([&p] {
+    p.planner->on_tick();
+    p.note_source_changes();
+  });
   p.profiler->start(std::chrono::seconds(1));
   p.constructed();
 }
@@ -312,6 +332,7 @@ Daemon::~Daemon() { stop(); }
 
 void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
+  p_->note_source_changes();
   if (p_->prefetcher) p_->prefetcher->stop();
   if (!p_->prober->complete()) {
     p_->prober->stop();

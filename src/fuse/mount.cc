@@ -1,6 +1,7 @@
 #include "prepfs/fuse/mount.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -45,6 +46,8 @@ class ThreeSessions final : public Mount {
     main_cfg.skip_open = true;
     main_cfg.exit_on_unmount = true;  // umount -R MNT (fstab, mount(8)) stops the daemon
     main_cfg.allow_other = opts.allow_other;
+    main_cfg.uid = geteuid();
+    main_cfg.gid = getegid();
     main_cfg.debug = opts.debug_fuse;
     main_cfg.negative_timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
     main_cfg.reply_counters = &d.replies();

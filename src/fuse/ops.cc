@@ -34,9 +34,13 @@ void guarded(fuse_req_t req, const char* op, F&& body) {
   }
 }
 
-struct stat to_stat(const Attr& a) {
+// The mounting user owns what has no owner of its own (the mount's directories, control files).
+struct stat to_stat(fuse_req_t req, const Attr& a) {
+  const SessionConfig& cfg = session_of(req).config();
   struct stat st {};
   st.st_ino = a.ino;
+  st.st_uid = a.uid == Attr::kMountingUser ? cfg.uid : a.uid;
+  st.st_gid = a.gid == Attr::kMountingUser ? cfg.gid : a.gid;
   st.st_mode = a.mode;
   st.st_nlink = a.nlink;
   st.st_size = static_cast<off_t>(a.size);
@@ -49,11 +53,11 @@ struct stat to_stat(const Attr& a) {
   return st;
 }
 
-fuse_entry_param to_entry(const Attr& a) {
+fuse_entry_param to_entry(fuse_req_t req, const Attr& a) {
   fuse_entry_param e{};
   e.ino = a.ino;
   e.generation = 1;
-  e.attr = to_stat(a);
+  e.attr = to_stat(req, a);
   e.attr_timeout = a.timeout;
   e.entry_timeout = a.timeout;
   return e;
@@ -77,7 +81,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   try {
-    fuse_entry_param e = to_entry(fs_of(req).lookup(parent, name));
+    fuse_entry_param e = to_entry(req, fs_of(req).lookup(parent, name));
     fuse_reply_entry(req, &e);
   } catch (const std::exception& ex) {
     int err = errno_of(ex);
@@ -95,7 +99,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   guarded(req, "getattr", [&] {
     Attr a = fs_of(req).getattr(ino);
-    struct stat st = to_stat(a);
+    struct stat st = to_stat(req, a);
     fuse_reply_attr(req, &st, a.timeout);
   });
 }
@@ -173,12 +177,12 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool
       std::string n(name);
       size_t need;
       if (plus) {
-        fuse_entry_param e = to_entry(a);
+        fuse_entry_param e = to_entry(req, a);
         if (n == "." || n == "..") e = fuse_entry_param{};  // not looked up: no inode reference
-        if (n == "." || n == "..") e.attr = to_stat(a);
+        if (n == "." || n == "..") e.attr = to_stat(req, a);
         need = fuse_add_direntry_plus(req, buf.data() + used, size - used, n.c_str(), &e, static_cast<off_t>(next));
       } else {
-        struct stat st = to_stat(a);
+        struct stat st = to_stat(req, a);
         need = fuse_add_direntry(req, buf.data() + used, size - used, n.c_str(), &st, static_cast<off_t>(next));
       }
       if (need > size - used) return false;
@@ -222,7 +226,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fus
   if (!(to_set & FUSE_SET_ATTR_SIZE) || (to_set & ~(FUSE_SET_ATTR_SIZE | kTimes))) return erofs(req);
   guarded(req, "setattr", [&] {
     Attr a = fs_of(req).truncate(ino, static_cast<uint64_t>(st->st_size));
-    struct stat out = to_stat(a);
+    struct stat out = to_stat(req, a);
     fuse_reply_attr(req, &out, a.timeout);
   });
 }

@@ -71,12 +71,11 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
   std::vector<ImageDims> dims(tree.size());
   size_t reused = 0;
   for (uint32_t id = 0; id < tree.size(); id++) {
-    if (!S_ISREG(tree.node(id).mode) || tree.node(id).size == 0) continue;
+    if (!S_ISREG(tree.mode(id)) || tree.node(id).size == 0) continue;
     if (previous && previous->all_dims().size() == previous->size()) {
       auto old = find_path(*previous, tree.path(id));
-      if (old && S_ISREG(previous->node(*old).mode) && previous->dims(*old).known() &&
-          previous->version(*old).size == tree.version(id).size &&
-          previous->version(*old).mtime_ns == tree.version(id).mtime_ns) {
+      if (old && S_ISREG(previous->mode(*old)) && previous->dims(*old).known() &&
+          previous->version(*old) == tree.version(id)) {
         dims[id] = previous->dims(*old);
         reused++;
         continue;

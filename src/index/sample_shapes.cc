@@ -19,7 +19,7 @@ uint64_t SampleShapes::decoded_header_size(ImageDims d) const {
 
 void for_each_sample(const Tree& tree, const SampleShapes& shapes, const std::function<void(uint32_t)>& fn) {
   for (uint32_t id = 0; id < tree.size(); id++)
-    if (S_ISREG(tree.node(id).mode) && shapes.is_sample(tree.dims(id))) fn(id);
+    if (S_ISREG(tree.mode(id)) && shapes.is_sample(tree.dims(id))) fn(id);
 }
 
 }  // namespace prepfs

@@ -9,6 +9,7 @@
 #include <deque>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "prepfs/common/error.h"
 
@@ -46,6 +47,13 @@ Tree Tree::scan(Source& source) {
   dir_index.clear();
 
   Tree t;
+  std::vector<Owner> owners;  // distinct, in order of appearance
+  {
+    std::unordered_set<uint64_t> seen;
+    for (const ScanEntry& e : entries)
+      if (seen.insert(uint64_t(e.st.owner.uid) << 32 | e.st.owner.gid).second) owners.push_back(e.st.owner);
+  }
+  t.owners_ = std::make_unique<OwnerTable>(owners);
   t.nodes_.resize(entries.size());
   std::vector<uint32_t> id_of(entries.size());
   std::deque<uint32_t> queue{0};  // scan indices, breadth-first: children get contiguous ids
@@ -62,6 +70,8 @@ Tree Tree::scan(Source& source) {
     n.mode = e.st.mode;
     n.size = e.st.size;
     n.mtime_ns = e.st.mtime_ns;
+    n.identity = e.st.identity;
+    n.owner = t.owners_->intern(e.st.owner);
     if (S_ISLNK(e.st.mode)) {
       n.first_child = static_cast<uint32_t>(t.arena_.size());
       t.arena_ += e.st.symlink_target;
@@ -88,14 +98,6 @@ Tree Tree::scan(Source& source) {
     std::vector<uint32_t>().swap(e.children);
   }
   t.arena_.shrink_to_fit();
-  t.count_files();
-  return t;
-}
-
-Tree Tree::from_parts(std::vector<Node> nodes, std::string arena) {
-  Tree t;
-  t.nodes_ = std::move(nodes);
-  t.arena_ = std::move(arena);
   t.count_files();
   return t;
 }
@@ -127,11 +129,11 @@ std::string_view Tree::symlink_target(uint32_t id) const {
   return std::string_view(arena_).substr(n.first_child, static_cast<size_t>(n.size));
 }
 
-bool Tree::is_dir(uint32_t id) const { return S_ISDIR(nodes_[id].mode); }
+bool Tree::is_dir(uint32_t id) const { return S_ISDIR(mode(id)); }
 
 std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const {
   const Node& d = nodes_[dir];
-  if (!S_ISDIR(d.mode)) return std::nullopt;
+  if (!is_dir(dir)) return std::nullopt;
   uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
@@ -145,19 +147,43 @@ std::optional<uint32_t> Tree::lookup(uint32_t dir, std::string_view name) const 
   return std::nullopt;
 }
 
-FileVersion Tree::version(uint32_t id) const {
-  Node& n = const_cast<Node&>(nodes_[id]);
-  return {std::atomic_ref<uint64_t>(n.size).load(std::memory_order_relaxed),
-          std::atomic_ref<int64_t>(n.mtime_ns).load(std::memory_order_relaxed)};
+Tree::FileState Tree::file_state(uint32_t id) const {
+  const Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
+  return versions_lock_->read(id, [&] {
+    FileState s{{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)},
+                {},
+                relaxed_load(n.mode),
+                owners_->at(relaxed_load(n.owner))};
+    if (has_dims) s.dims = {relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    return s;
+  });
 }
 
-void Tree::set_version(uint32_t id, const FileVersion& v) {
-  std::atomic_ref<uint64_t>(nodes_[id].size).store(v.size, std::memory_order_relaxed);
-  std::atomic_ref<int64_t>(nodes_[id].mtime_ns).store(v.mtime_ns, std::memory_order_relaxed);
+void Tree::set_file_state(uint32_t id, const FileState& s) {
+  Node& n = nodes_[id];
+  const bool has_dims = id < dims_.size();
+  versions_lock_->write(id, [&] {
+    relaxed_store(n.size, s.version.size);
+    relaxed_store(n.mtime_ns, s.version.mtime_ns);
+    relaxed_store(n.identity, s.version.identity);
+    relaxed_store(n.mode, (n.mode & S_IFMT) | (s.mode & ~S_IFMT));
+    relaxed_store(n.owner, owners_->intern(s.owner));  // interning is serialized by the write lock
+    if (!has_dims) return;
+    const ImageDims old{relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+    relaxed_store(dims_[id].width, s.dims.width);
+    relaxed_store(dims_[id].height, s.dims.height);
+    // Writers of different stripes run at once: the counts need atomic updates.
+    if (old.is_image() != s.dims.is_image())
+      std::atomic_ref<uint64_t>(image_count_).fetch_add(s.dims.is_image() ? 1 : uint64_t(-1));
+    if (old.known() != s.dims.known())
+      std::atomic_ref<uint64_t>(unprobed_count_).fetch_add(s.dims.known() ? uint64_t(-1) : 1);
+  });
 }
 
 uint64_t Tree::memory_bytes() const {
-  return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims);
+  return nodes_.capacity() * sizeof(Node) + arena_.capacity() + dims_.capacity() * sizeof(ImageDims) +
+         owners_->memory_bytes();
 }
 
 void Tree::count_files() {
@@ -165,34 +191,20 @@ void Tree::count_files() {
       static_cast<uint64_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return S_ISREG(n.mode); }));
 }
 
-ImageDims Tree::dims(uint32_t id) const {
-  if (id >= dims_.size()) return ImageDims{};
-  const uint64_t v = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<ImageDims*>(&dims_[id])))
-                         .load(std::memory_order_acquire);
-  return std::bit_cast<ImageDims>(v);
-}
-
+// One file's header, recorded while readers run (the HeaderProber, the store's first chunks):
+// under the file's seqlock stripe like every other part of its state.
 void Tree::set_dims(uint32_t id, ImageDims d) {
   if (id >= dims_.size()) return;
-  const uint64_t v = std::bit_cast<uint64_t>(d);
-  const uint64_t old_v =
-      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(&dims_[id])).exchange(v, std::memory_order_acq_rel);
-  const ImageDims old = std::bit_cast<ImageDims>(old_v);
-  if (old == d) return;
-  if (!old.known()) std::atomic_ref<uint64_t>(unprobed_count_).fetch_sub(1);
-  if (!d.known()) std::atomic_ref<uint64_t>(unprobed_count_).fetch_add(1);
-  if (old.is_image()) std::atomic_ref<uint64_t>(image_count_).fetch_sub(1);
-  if (d.is_image()) std::atomic_ref<uint64_t>(image_count_).fetch_add(1);
+  FileState st = file_state(id);
+  if (st.dims == d) return;
+  st.dims = d;
+  set_file_state(id, st);
 }
 
 bool Tree::probed() const { return dims_.size() == nodes_.size() && unprobed_count() == 0; }
 
 uint64_t Tree::unprobed_count() const {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(unprobed_count_)).load(std::memory_order_relaxed);
-}
-
-uint64_t Tree::image_count() const {
-  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(image_count_)).load(std::memory_order_relaxed);
 }
 
 void Tree::set_all_dims(std::vector<ImageDims> d) {

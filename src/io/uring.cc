@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "prepfs/common/error.h"
@@ -18,6 +20,7 @@ constexpr unsigned kQueueDepth = 16;
 constexpr size_t kSegment = 512 * 1024;  // large enough for sequential speed, small enough to overlap
 
 std::atomic<bool> g_fallback_logged{false};
+thread_local int t_injected_submit_error = 0;  // testing::fail_next_submit
 
 class Ring {
  public:
@@ -36,13 +39,17 @@ class Ring {
   bool ok() const { return ok_; }
 
   // Submits up to kQueueDepth segments of [buf, buf+len) at off; returns per-segment results
-  // (bytes or -errno) in order.
+  // (bytes or -errno) in order. Returns or throws only once the kernel holds no request into buf:
+  // after a failed submission the requests in flight are cancelled and reaped first.
   std::vector<int> transfer(bool write, int fd, char* buf, size_t len, uint64_t off) {
     size_t nseg = (len + kSegment - 1) / kSegment;
     std::vector<int> res(nseg, 0);
+    std::vector<bool> done(nseg, false);
     size_t submitted = 0, completed = 0;
-    while (completed < nseg) {
-      while (submitted < nseg && submitted - completed < kQueueDepth) {
+    int failure = 0;  // errno of a failed submission: prepare nothing more, drain, then throw
+    unsigned stuck = 0;
+    while (completed < submitted || (submitted < nseg && !failure)) {
+      while (!failure && submitted < nseg && submitted - completed < kQueueDepth) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
         if (!sqe) break;
         size_t seg_off = submitted * kSegment;
@@ -54,21 +61,75 @@ class Ring {
         io_uring_sqe_set_data64(sqe, submitted);
         submitted++;
       }
-      int rc = io_uring_submit_and_wait(&ring_, 1);
-      if (rc < 0 && rc != -EINTR) throw_errno(-rc, "io_uring_submit");
+      int rc = submit_and_wait();
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        if (!failure) {
+          failure = -rc;
+          cancel_all(done, submitted);
+        } else if (++stuck > kMaxStuckSubmits) {
+          // The kernel may still write into buf and we cannot reap it: stopping is the only safe move.
+          spdlog::critical("io_uring: cannot drain requests in flight after a failed submission ({}); aborting",
+                           std::strerror(failure));
+          std::abort();
+        }
+      }
       io_uring_cqe* cqe;
       unsigned head, seen = 0;
       io_uring_for_each_cqe(&ring_, head, cqe) {
-        res[io_uring_cqe_get_data64(cqe)] = cqe->res;
         seen++;
+        const uint64_t tag = io_uring_cqe_get_data64(cqe);
+        if (tag == kCancelAllTag && cqe->res == -EINVAL) cancel_each(done, submitted);  // kernel < 5.19
+        if (tag >= nseg) continue;                                                      // a cancel's own completion
+        res[tag] = cqe->res;
+        done[tag] = true;
+        completed++;
       }
       io_uring_cq_advance(&ring_, seen);
-      completed += seen;
     }
+    if (failure) throw_errno(failure, "io_uring_submit");
     return res;
   }
 
  private:
+  static constexpr uint64_t kCancelAllTag = ~0ull;
+  static constexpr uint64_t kCancelOneTag = ~0ull - 1;
+  static constexpr unsigned kMaxStuckSubmits = 1000;
+
+  // An sqe, flushing prepared ones to the kernel first when the submission queue is full.
+  io_uring_sqe* free_sqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe && io_uring_submit(&ring_) >= 0) sqe = io_uring_get_sqe(&ring_);
+    return sqe;
+  }
+
+  // Asks the kernel to cancel every request of this ring. It is queued behind any read or write
+  // still unsubmitted, so those are cancelled too, never started later into a freed buffer.
+  void cancel_all(const std::vector<bool>& done, size_t submitted) {
+    io_uring_sqe* sqe = free_sqe();
+    if (!sqe) return cancel_each(done, submitted);
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+    io_uring_sqe_set_data64(sqe, kCancelAllTag);
+  }
+
+  // The same, one request at a time (kernels before 5.19 lack CANCEL_ANY).
+  void cancel_each(const std::vector<bool>& done, size_t submitted) {
+    for (size_t i = 0; i < submitted; i++) {
+      if (done[i]) continue;
+      io_uring_sqe* sqe = free_sqe();
+      if (!sqe) return;  // nothing more to do but wait for them
+      io_uring_prep_cancel64(sqe, i, 0);
+      io_uring_sqe_set_data64(sqe, kCancelOneTag);
+    }
+  }
+
+  int submit_and_wait() {
+    if (int err = std::exchange(t_injected_submit_error, 0)) {
+      io_uring_submit(&ring_);
+      return -err;
+    }
+    return io_uring_submit_and_wait(&ring_, 1);
+  }
+
   io_uring ring_{};
   bool ok_ = false;
 };
@@ -104,6 +165,8 @@ void finish_write(int fd, const char* buf, size_t len, uint64_t off) {
 }  // namespace
 
 bool uring_active() { return thread_ring().ok(); }
+
+void testing::fail_next_submit(int err) { t_injected_submit_error = err; }
 
 size_t pread_full(int fd, void* buf, size_t len, uint64_t off) {
   char* p = static_cast<char*>(buf);

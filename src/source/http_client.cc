@@ -173,6 +173,8 @@ struct Client::Impl {
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, cfg.connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, cfg.low_speed_time_s);
+    // The low-speed limit alone lets a server trickle 2 B/s forever: a total deadline too.
+    if (cfg.total_timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, cfg.total_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, cfg.user_agent.c_str());

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,27 +21,65 @@ namespace {
 
 int64_t ns_of(const timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; }
 
-SourceStat to_source_stat(int dirfd, const char* name, const struct stat& st) {
+std::string readlink_at(int dirfd, const char* name) {
+  std::string target(PATH_MAX, '\0');
+  ssize_t n = readlinkat(dirfd, name, target.data(), target.size());
+  if (n < 0) throw_errno(errno, std::string("readlink ") + name);
+  target.resize(static_cast<size_t>(n));
+  return target;
+}
+
+// Errors of a path that no longer names the indexed file: deleted, or a component replaced by a
+// symlink or a file. For a reader that is a version change like any other: EIO.
+bool no_longer_reachable(int err) {
+  return err == ENOENT || err == ENOTDIR || err == ELOOP || err == EXDEV || err == EAGAIN || err == EISDIR;
+}
+
+int open_root(const std::string& root) {
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOTDIR) throw Error(ENOTDIR, "source " + root + " is not a directory");
+    throw_errno(err, "source " + root);
+  }
+  return fd;
+}
+
+dev_t device_of(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? st.st_dev : 0;  // fstat of an open directory does not fail
+}
+
+}  // namespace
+
+// See FileVersion::identity.
+uint64_t PosixSource::identity_of(const struct stat& st) const {
+  struct {
+    uint64_t dev, ino;
+    int64_t ctime_ns;
+  } id{st.st_dev == root_dev_ ? 0 : uint64_t(st.st_dev), uint64_t(st.st_ino), ns_of(st.st_ctim)};
+  return XXH3_64bits(&id, sizeof id);
+}
+
+FileVersion PosixSource::stat_version(const struct stat& st) const {
+  return FileVersion{static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim), identity_of(st)};
+}
+
+// st as a SourceStat; read_link gives a symlink's target.
+template <class ReadLink>
+SourceStat PosixSource::to_source_stat(const struct stat& st, ReadLink read_link) const {
   SourceStat s;
   s.mode = st.st_mode;
   s.size = static_cast<uint64_t>(st.st_size);
   s.mtime_ns = ns_of(st.st_mtim);
+  s.identity = identity_of(st);
+  s.owner = Owner{st.st_uid, st.st_gid};
   if (S_ISLNK(st.st_mode)) {
-    std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
-    if (target.size() < 2) target.resize(PATH_MAX);
-    ssize_t n = readlinkat(dirfd, name, target.data(), target.size());
-    if (n < 0) throw_errno(errno, std::string("readlink ") + name);
-    target.resize(static_cast<size_t>(n));
-    s.symlink_target = std::move(target);
+    s.symlink_target = read_link();
     s.size = s.symlink_target.size();
   }
   return s;
 }
-
-// "" means the root itself, which openat/fstatat spell ".".
-const char* at_path(const std::string& rel) { return rel.empty() ? "." : rel.c_str(); }
-
-}  // namespace
 
 struct PosixSource::OpenFile {
   int fd = -1;
@@ -50,13 +89,8 @@ struct PosixSource::OpenFile {
   }
 };
 
-PosixSource::PosixSource(const std::string& root) : root_(root) {
-  root_fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root_fd_ < 0) {
-    int err = errno;
-    if (err == ENOTDIR) throw Error(ENOTDIR, "source " + root + " is not a directory");
-    throw_errno(err, "source " + root);
-  }
+PosixSource::PosixSource(const std::string& root)
+    : root_(root), root_fd_(open_root(root)), root_dev_(device_of(root_fd_)), beneath_(root_fd_) {
   char resolved[PATH_MAX];
   if (realpath(root.c_str(), resolved)) root_ = resolved;
 }
@@ -70,7 +104,7 @@ std::string PosixSource::identity() const { return "dir:" + root_; }
 void PosixSource::scan(const Visitor& visit) {
   struct stat st;
   if (fstat(root_fd_, &st) != 0) throw_errno(errno, "stat " + root_);
-  visit("", to_source_stat(root_fd_, ".", st));
+  visit("", to_source_stat(st, [] { return std::string(); }));
   int fd = ::openat(root_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_errno(errno, "open " + root_);
   scan_dir(fd, "", visit);
@@ -98,7 +132,7 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, devices
     std::string child = rel.empty() ? name : rel + "/" + name;
-    visit(child, to_source_stat(dirfd, name.c_str(), st));
+    visit(child, to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); }));
     if (S_ISDIR(st.st_mode)) subdirs.push_back(name);
   }
   for (const std::string& name : subdirs) {
@@ -114,15 +148,17 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
 }
 
 SourceStat PosixSource::stat(const std::string& rel) {
-  struct stat st;
-  if (fstatat(root_fd_, at_path(rel), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(errno, "stat " + rel);
-  return to_source_stat(root_fd_, at_path(rel), st);
+  return to_source_stat(beneath_.lstat(rel), [&] { return beneath_.readlink(rel); });
 }
 
 std::optional<DirFingerprint> PosixSource::dir_fingerprint(const std::string& rel) {
   struct stat st;
-  if (fstatat(root_fd_, at_path(rel), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
-    return DirFingerprint{-1, -1, 0};  // gone or replaced: never equal to a stored fingerprint
+  try {
+    st = beneath_.lstat(rel);
+  } catch (const Error&) {
+    st.st_mode = 0;
+  }
+  if (!S_ISDIR(st.st_mode)) return DirFingerprint{-1, -1, 0};  // gone or replaced: never equal to a stored one
   return DirFingerprint{ns_of(st.st_mtim), ns_of(st.st_ctim), st.st_ino};
 }
 
@@ -130,26 +166,29 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   {
     std::lock_guard lock(fd_mu_);
     auto it = fds_.find(rel);
-    if (it != fds_.end() && it->second.first->version.size == expect.size &&
-        it->second.first->version.mtime_ns == expect.mtime_ns) {
+    if (it != fds_.end() && it->second.first->version == expect) {
       fd_lru_.splice(fd_lru_.begin(), fd_lru_, it->second.second);
       return it->second.first;
     }
   }
   auto file = std::make_shared<OpenFile>();
-  file->fd = ::openat(root_fd_, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   bump(counters_.opens);
-  if (file->fd < 0) throw_errno(errno, "open source file " + rel);
+  try {
+    // O_NONBLOCK: a path swapped for a FIFO must not hang the open; cleared once it is a file.
+    file->fd = beneath_.open(rel, O_RDONLY | O_NONBLOCK);
+  } catch (const Error& e) {
+    if (!no_longer_reachable(e.err())) throw;
+    bump(counters_.changed);
+    spdlog::warn("source file {} is gone or no longer reachable beneath the source root: {}", rel, e.what());
+    throw Error(EIO, "source file " + rel + " vanished");
+  }
   struct stat st;
   if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
-  file->version = {static_cast<uint64_t>(st.st_size), ns_of(st.st_mtim)};
-  if (file->version.size != expect.size || file->version.mtime_ns != expect.mtime_ns) {
-    spdlog::warn(
-        "source file {} changed since it was indexed (size {} -> {}); refusing to serve "
-        "mixed versions. Set metadata_ttl to pick up changes.",
-        rel, expect.size, file->version.size);
-    throw Error(EIO, "source file " + rel + " changed");
-  }
+  if (!S_ISREG(st.st_mode)) throw Error(EIO, "source file " + rel + " is no longer a regular file");
+  // io_uring would answer EAGAIN rather than wait for the disk on a non-blocking descriptor.
+  if (fcntl(file->fd, F_SETFL, fcntl(file->fd, F_GETFL) & ~O_NONBLOCK) != 0) throw_errno(errno, "fcntl " + rel);
+  file->version = stat_version(st);
+  check_version(rel, expect, file->version);
   std::lock_guard lock(fd_mu_);
   auto it = fds_.find(rel);
   if (it != fds_.end()) {
@@ -165,12 +204,45 @@ std::shared_ptr<PosixSource::OpenFile> PosixSource::open_file(const std::string&
   return file;
 }
 
+void PosixSource::forget_open_file(const std::string& rel, const std::shared_ptr<OpenFile>& file) {
+  std::lock_guard lock(fd_mu_);
+  auto it = fds_.find(rel);
+  if (it == fds_.end() || it->second.first != file) return;
+  fd_lru_.erase(it->second.second);
+  fds_.erase(it);
+}
+
+void PosixSource::check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found) {
+  if (found == expect) return;
+  bump(counters_.changed);
+  spdlog::warn(
+      "source file {} changed since it was indexed (size {} -> {}{}); refusing to serve mixed versions. "
+      "Set metadata_ttl to pick up changes.",
+      rel, expect.size, found.size, found.size == expect.size ? ", rewritten" : "");
+  throw Error(EIO, "source file " + rel + " changed");
+}
+
 size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) {
   auto start = std::chrono::steady_clock::now();
   SourceBusy busy(counters_);
   try {
     auto file = open_file(rel, expect);
     size_t n = io::pread_full(file->fd, buf, len, off);
+    // Checked again after the read, through the same descriptor: a write before or during the
+    // read moved the ctime (the kernel updates it before copying data), a deletion the link
+    // count (and the ctime). Either way the bytes may belong to another version: none are served.
+    struct stat st;
+    if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
+    try {
+      check_version(rel, expect, stat_version(st));
+      if (st.st_nlink == 0) {
+        bump(counters_.changed);
+        throw Error(EIO, "source file " + rel + " was deleted");
+      }
+    } catch (const Error&) {
+      forget_open_file(rel, file);
+      throw;
+    }
     bump(counters_.reads);
     bump(counters_.bytes, n);
     auto ns = static_cast<uint64_t>(

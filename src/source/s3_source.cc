@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 
 #include "prepfs/common/error.h"
 #include "prepfs/source/http_client.h"
@@ -169,6 +170,7 @@ S3Source::S3Source(const std::string& url, const S3Config& cfg) : url_(parse_s3_
   creds_ = load_aws_credentials(cfg_.profile);
   http::ClientConfig hc;
   hc.max_connections = cfg_.connections;
+  hc.total_timeout_ms = static_cast<long>(cfg_.request_timeout * 1000);
   if (!creds_.empty()) {
     hc.sigv4 = "aws:amz:" + cfg_.region + ":s3";
     hc.access_key = creds_.access_key;
@@ -308,6 +310,7 @@ void S3Source::scan(const Visitor& visit) {
   s3::KeyTree tree;
   std::string token;
   uint64_t objects = 0, pages = 0, foreign = 0;
+  std::unordered_set<std::string> seen_tokens;
   const std::string what = "listing " + source_;
   do {
     http::Request req;
@@ -330,8 +333,10 @@ void S3Source::scan(const Visitor& visit) {
       tree.add(std::string_view(o.key).substr(url_.prefix.size()), o.size,
                s3_version_mtime(o.last_modified_ns, o.etag));
     }
-    if (page.truncated && page.next_token == token)
-      throw Error(EIO, what + ": the listing repeats its continuation token");
+    // A server that hands out a token twice (A -> B -> A) would be listed forever.
+    if (page.truncated && !seen_tokens.insert(page.next_token).second)
+      throw Error(EIO, what + ": the server repeated continuation token '" + page.next_token.substr(0, 64) +
+                           "' after " + std::to_string(pages) + " pages (a cycle); the listing is incomplete");
     token = page.truncated ? page.next_token : "";
   } while (!token.empty());
   std::vector<s3::TreeEntry> entries = tree.finish();
@@ -410,6 +415,7 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
                   ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
       }
       if (total != expect.size || !etag_ok) {
+        bump(counters_.changed);
         spdlog::warn(
             "s3 object {} changed since it was listed (size {} -> {}{}); refusing to serve mixed "
             "versions. Remount (or set metadata_ttl) to pick up changes.",
@@ -418,6 +424,14 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       }
       if (r.received != reqs[i].cap) throw Error(EIO, "s3 object " + rel + " is shorter than listed");
     }
+  } catch (const Error& e) {
+    bump(counters_.errors);
+    // A deleted object is a version change like any other: EIO from read(2), not ENOENT.
+    if (e.err() == ENOENT) {
+      bump(counters_.changed);
+      throw Error(EIO, "s3 object " + rel + " is gone: " + e.what());
+    }
+    throw;
   } catch (...) {
     bump(counters_.errors);
     throw;

@@ -117,7 +117,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
     return transform(s, counters_.augment_from_decoded_cpu_ns, [&] {
       transform::ImageView view{reinterpret_cast<const uint8_t*>(decoded->data()) + header, int(s.dims.width),
                                 int(s.dims.height), std::ptrdiff_t(s.dims.width) * 3};
-      transform::Image img = transform::apply_ops(transform::copy_image(view), cfg_.shapes.spec.ops(), rng);
+      transform::Image img = transform::apply_ops(view, cfg_.shapes.spec.ops(), rng);  // copies only the crop
       ChunkRef out = encode_chunk(cfg_.shapes.format, img, out_size);
       bump(counters_.augmented);
       bump(counters_.from_decoded);

@@ -19,9 +19,10 @@ Sample SampleStore::resolve(uint32_t node) const {
   Sample s;
   s.node = node;
   s.path = tree_.path(node);
-  s.version = tree_.version(node);
-  s.dims = tree_.dims(node);
-  s.is_sample = S_ISREG(tree_.node(node).mode) && shapes().is_sample(s.dims);
+  const Tree::FileState state = tree_.file_state(node);  // one version and its dimensions
+  s.version = state.version;
+  s.dims = state.dims;
+  s.is_sample = S_ISREG(tree_.mode(node)) && shapes().is_sample(s.dims);
   if (s.is_sample) {
     const Placer::Placement p = placer_.place(Placer::sample_hash(s.path));
     s.placed = p.active;

@@ -15,10 +15,31 @@
 namespace prepfs::transform {
 namespace {
 
-// torchvision F.resize: a resize to the current size returns the image unchanged.
-Image resize_to(Image img, Size target) {
-  if (target.width == img.width && target.height == img.height) return img;
-  return resize_bilinear(img.view(), target.width, target.height);
+// One op on a view of the current pixels. `owned` is the image behind the view when the caller
+// gives it up (then ops that keep the pixels, like a resize to the same size, move it instead of
+// copying), or null when the view is borrowed.
+Image apply_op(ImageView v, Image* owned, const Op& op, RandomSource& rs, ResampleKernel kernel) {
+  const auto keep = [&] { return owned ? std::move(*owned) : copy_image(v); };
+  if (const auto* r = std::get_if<RrcOp>(&op)) {
+    const CropBox b = sample_rrc_box(v.width, v.height, r->params, rs);
+    const ImageView crop = v.sub(b.left, b.top, b.width, b.height);
+    if (b.width == r->size.width && b.height == r->size.height) return copy_image(crop);
+    return resize_bilinear(crop, r->size.width, r->size.height, kernel);  // reads the crop only
+  }
+  if (const auto* z = std::get_if<ResizeOp>(&op)) {
+    const Size t = z->shorter > 0 ? resize_shorter_size(v.width, v.height, z->shorter) : z->size;
+    // torchvision F.resize: a resize to the current size returns the image unchanged.
+    if (t.width == v.width && t.height == v.height) return keep();
+    return resize_bilinear(v, t.width, t.height, kernel);
+  }
+  if (const auto* c = std::get_if<CenterCropOp>(&op)) {
+    return crop_padded(v, center_crop_geometry(v.width, v.height, c->size.height, c->size.width));
+  }
+  const auto& h = std::get<HflipOp>(op);
+  Image img = keep();
+  // torchvision draws torch.rand(1) whatever p is; so do we, to keep streams aligned.
+  if (rs.uniform(0.0, 1.0) < h.p) hflip(img);
+  return img;
 }
 
 // Refuses pipelines whose images (intermediate or final) exceed the pixel limit, before any
@@ -55,7 +76,7 @@ int pick_scale(double src_w, double src_h, Size target, double ratio) {
 }
 
 // The first op is rrc: decode what the crop needs, at the chosen scale, and resample it.
-Image fast_rrc(JpegReader& rd, const RrcOp& op, RandomSource& rs, const FastPaths& fast) {
+Image fast_rrc(JpegReader& rd, const RrcOp& op, RandomSource& rs, const FastPaths& fast, ResampleKernel kernel) {
   const CropBox b = sample_rrc_box(rd.width(), rd.height(), op.params, rs);
   const int m = fast.dct_scale ? pick_scale(b.width, b.height, op.size, fast.dct_min_ratio) : 8;
   const auto [fw, fh] = rd.scaled_size(m);
@@ -73,21 +94,22 @@ Image fast_rrc(JpegReader& rd, const RrcOp& op, RandomSource& rs, const FastPath
   if (m == 8) {
     // Integer crop: exactly torchvision's crop-then-resize.
     if (v.width == op.size.width && v.height == op.size.height) return copy_image(v);
-    return resize_bilinear(v, op.size.width, op.size.height);
+    return resize_bilinear(v, op.size.width, op.size.height, kernel);
   }
-  return resize_bilinear(v, op.size.width, op.size.height, BoxF{bx0 - rx0, by0 - ry0, bx1 - rx0, by1 - ry0});
+  return resize_bilinear(v, op.size.width, op.size.height, BoxF{bx0 - rx0, by0 - ry0, bx1 - rx0, by1 - ry0}, kernel);
 }
 
 // The first op is resize: DCT-downscale the whole frame, then resample to the exact target.
-Image fast_resize(JpegReader& rd, const ResizeOp& op, const FastPaths& fast) {
+Image fast_resize(JpegReader& rd, const ResizeOp& op, RandomSource& rs, const FastPaths& fast, ResampleKernel kernel) {
   const Size target = op.shorter > 0 ? resize_shorter_size(rd.width(), rd.height(), op.shorter) : op.size;
   const int m = fast.dct_scale ? pick_scale(rd.width(), rd.height(), target, fast.dct_min_ratio) : 8;
   DecodedRegion d = rd.decode(m);
-  if (m == 8) return resize_to(std::move(d.image), target);
+  if (m == 8) return apply_op(d.image.view(), &d.image, op, rs, kernel);
   const double f = m / 8.0;
   return resize_bilinear(
       d.image.view(), target.width, target.height,
-      BoxF{0, 0, std::min<double>(d.frame_width, rd.width() * f), std::min<double>(d.frame_height, rd.height() * f)});
+      BoxF{0, 0, std::min<double>(d.frame_width, rd.width() * f), std::min<double>(d.frame_height, rd.height() * f)},
+      kernel);
 }
 
 // The first op is center_crop: decode only the crop's rows and columns.
@@ -106,27 +128,14 @@ Image fast_center_crop(JpegReader& rd, const CenterCropOp& op) {
 
 }  // namespace
 
-Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs) {
-  for (const Op& op : ops) {
-    if (const auto* r = std::get_if<RrcOp>(&op)) {
-      const CropBox b = sample_rrc_box(img.width, img.height, r->params, rs);
-      const ImageView v = img.view().sub(b.left, b.top, b.width, b.height);
-      if (b.width == r->size.width && b.height == r->size.height) {
-        img = copy_image(v);
-      } else {
-        img = resize_bilinear(v, r->size.width, r->size.height);
-      }
-    } else if (const auto* z = std::get_if<ResizeOp>(&op)) {
-      const Size t = z->shorter > 0 ? resize_shorter_size(img.width, img.height, z->shorter) : z->size;
-      img = resize_to(std::move(img), t);
-    } else if (const auto* c = std::get_if<CenterCropOp>(&op)) {
-      img = crop_padded(img.view(), center_crop_geometry(img.width, img.height, c->size.height, c->size.width));
-    } else if (const auto* h = std::get_if<HflipOp>(&op)) {
-      // torchvision draws torch.rand(1) whatever p is; so do we, to keep streams aligned.
-      if (rs.uniform(0.0, 1.0) < h->p) hflip(img);
-    }
-  }
+Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs, ResampleKernel kernel) {
+  for (const Op& op : ops) img = apply_op(img.view(), &img, op, rs, kernel);
   return img;
+}
+
+Image apply_ops(ImageView src, std::span<const Op> ops, RandomSource& rs, ResampleKernel kernel) {
+  if (ops.empty()) return copy_image(src);
+  return apply_ops(apply_op(src, nullptr, ops.front(), rs, kernel), ops.subspan(1), rs, kernel);
 }
 
 Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec, RandomSource& rs,
@@ -135,24 +144,24 @@ Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec,
   check_sizes(spec, rd.width(), rd.height(), opts.limits.max_pixels);
   const std::span<const Op> ops(spec.ops());
   const FastPaths& fast = opts.fast;
+  const ResampleKernel kernel = opts.resample;
   if (!ops.empty() && (fast.crop_decode || fast.dct_scale)) {
     const Op& first = ops.front();
     if (const auto* r = std::get_if<RrcOp>(&first)) {
-      return apply_ops(fast_rrc(rd, *r, rs, fast), ops.subspan(1), rs);
+      return apply_ops(fast_rrc(rd, *r, rs, fast, kernel), ops.subspan(1), rs, kernel);
     }
     if (const auto* z = std::get_if<ResizeOp>(&first); z && fast.dct_scale) {
-      return apply_ops(fast_resize(rd, *z, fast), ops.subspan(1), rs);
+      return apply_ops(fast_resize(rd, *z, rs, fast, kernel), ops.subspan(1), rs, kernel);
     }
     if (const auto* c = std::get_if<CenterCropOp>(&first); c && fast.crop_decode) {
-      return apply_ops(fast_center_crop(rd, *c), ops.subspan(1), rs);
+      return apply_ops(fast_center_crop(rd, *c), ops.subspan(1), rs, kernel);
     }
   }
-  return apply_ops(std::move(rd.decode().image), ops, rs);
+  return apply_ops(std::move(rd.decode().image), ops, rs, kernel);
 }
 
 std::uint64_t pipeline_key(const PipelineSpec& spec, const FastPaths& fast) {
   std::string s = spec.canonical();
-  s += "|crop_decode=" + std::to_string(fast.crop_decode ? 1 : 0);
   s += "|dct_scale=" + std::to_string(fast.dct_scale ? 1 : 0);
   if (fast.dct_scale) {
     char buf[32];

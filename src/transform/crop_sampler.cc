@@ -40,6 +40,10 @@ CropBox sample_rrc_box(int width, int height, const RrcParams& p, RandomSource& 
   } else if (in_ratio > rmax) {
     w = static_cast<int>(round_half_even(h * rmax));
   }
+  // A ratio range far from the image's rounds the narrowed side to 0, and torchvision hands PIL
+  // an empty crop. Keep one row or column instead: a spec the parser accepts must give an image.
+  h = std::max(h, 1);
+  w = std::max(w, 1);
   // Python floor division; both differences are >= 0 here.
   return CropBox{(height - h) / 2, (width - w) / 2, h, w};
 }

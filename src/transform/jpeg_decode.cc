@@ -29,6 +29,7 @@ struct JpegReader::State {
     jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr*
     std::jmp_buf jmp;
     Kind kind;
+    bool out_of_data;  // the error was the input running out
     char msg[JMSG_LENGTH_MAX];
   };
   struct ProgressMgr {
@@ -79,6 +80,7 @@ void on_output_message(j_common_ptr) {}
 void src_init(j_decompress_ptr) {}
 boolean src_fill(j_decompress_ptr d) {
   err_of(reinterpret_cast<j_common_ptr>(d))->kind = Kind::kTruncated;
+  err_of(reinterpret_cast<j_common_ptr>(d))->out_of_data = true;
   ERREXIT(d, JERR_INPUT_EOF);
   return FALSE;  // not reached
 }
@@ -132,15 +134,6 @@ void cmyk_inverted_to_rgb(const std::uint8_t* in, std::uint8_t* out, std::size_t
     out[1] = static_cast<std::uint8_t>(nk - muldiv255(m, nk));
     out[2] = static_cast<std::uint8_t>(nk - muldiv255(y, nk));
   }
-}
-
-// True when an EOI marker follows the first scan. In the entropy-coded data an FF byte is
-// always followed by 00 or a restart marker, so an FF D9 found there is the real EOI.
-bool has_eoi_after(std::span<const std::uint8_t> data, std::size_t from) {
-  for (std::size_t i = data.size(); i >= from + 2; --i) {
-    if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -281,6 +274,9 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
   }
   std::vector<JSAMPROW> rows(static_cast<std::size_t>(h));
   for (int y = 0; y < h; ++y) rows[static_cast<std::size_t>(y)] = base + row_bytes * static_cast<std::size_t>(y);
+  // Where the last row of the frame goes when it lies below the region (see below).
+  std::vector<std::uint8_t> last_row(partial ? row_bytes : 0);
+  JSAMPROW last_row_ptr = last_row.data();
 
   const JDIMENSION end = static_cast<JDIMENSION>(y1);
   JSAMPROW* row_ptrs = rows.data();
@@ -292,18 +288,29 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
             ERREXIT(&ci, JERR_INPUT_EOF);
           }
         }
-        // Read on to EOI either way, so corrupt or missing data anywhere fails as in PIL
-        // and a file is equally good or bad in decoded/ and augmented/. Skipped rows are
-        // entropy-decoded only (no IDCT, no colour conversion): most of a crop's saving stays.
-        if (partial && ci.output_scanline < ci.output_height)
-          jpeg_skip_scanlines(&ci, ci.output_height - ci.output_scanline);
-        jpeg_finish_decompress(&ci);
+        // Below the region, consume the rest of the image exactly as a full decode does, so
+        // that a file is an error here iff it is one for the full decode (and for PIL), and a
+        // file is equally good or bad in decoded/ and augmented/. jpeg_skip_scanlines
+        // entropy-decodes the iMCU rows it skips (no IDCT, upsampling or colour conversion: most
+        // of a crop's saving stays), except that a skip reaching the last row returns without
+        // reading anything; so the last row is read for real, into last_row.
+        if (partial && ci.output_scanline < ci.output_height) {
+          const JDIMENSION left = ci.output_height - ci.output_scanline;
+          if (left > 1) jpeg_skip_scanlines(&ci, left - 1);
+          while (ci.output_scanline < ci.output_height) {
+            if (jpeg_read_scanlines(&ci, &last_row_ptr, 1) == 0) ERREXIT(&ci, JERR_INPUT_EOF);
+          }
+        }
       })) {
     throw_from(s);
   }
-  if (partial && !has_eoi_after(s.data, s.info.sos_offset)) {
-    throw DecodeError(Kind::kTruncated, "no EOI marker after the scan data");
-  }
+  // Then on to EOI, reading the markers after the scan data. PIL does this with a suspending
+  // source and ignores a suspension here (JpegDecode.c does not look at jpeg_finish_decompress's
+  // result): input that ends inside a segment after the image is no error for it, while a marker
+  // that is wrong there (a second scan in a baseline file, say) is. So running out of input while
+  // finishing is accepted, and any other error is not.
+  s.err.out_of_data = false;
+  if (!guarded(s, [&] { jpeg_finish_decompress(&ci); }) && !s.err.out_of_data) throw_from(s);
   if (cmyk) {
     cmyk_inverted_to_rgb(cmyk_buf.data(), rgb, static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
   }

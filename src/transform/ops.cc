@@ -1,22 +1,13 @@
 #include "prepfs/transform/ops.h"
 
+#include "ops_kernels.h"
+
 #include <algorithm>
 #include <cstring>
 
 namespace prepfs::transform {
 
-void hflip(Image& img) {
-  for (int y = 0; y < img.height; ++y) {
-    std::uint8_t* r = img.row(y);
-    for (int a = 0, b = img.width - 1; a < b; ++a, --b) {
-      std::uint8_t* pa = r + 3 * a;
-      std::uint8_t* pb = r + 3 * b;
-      std::swap(pa[0], pb[0]);
-      std::swap(pa[1], pb[1]);
-      std::swap(pa[2], pb[2]);
-    }
-  }
-}
+void hflip(Image& img) { detail::mirror_rows(detail::output_view(img)); }
 
 Image crop_padded(ImageView src, const CenterCrop& g) {
   Image out(g.width, g.height);  // zero-initialised: the padding

@@ -111,3 +111,11 @@ def test_second_mount_of_same_cache_is_refused(dirs):
     (dirs / "mnt2").mkdir()
     with Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd"):
         assert_one_clear_line(run(dirs / "src", dirs / "mnt2", "-f", "-o", f"ssd_dir={dirs}/ssd"), "in use")
+
+
+def test_bare_boolean_flags_mount_like_fstab_writes_them(dirs):
+    # An fstab line says "crop_decode,fast_paths", not "crop_decode=1,fast_paths=1".
+    with Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd", "crop_decode,fast_paths") as fs:
+        assert open(fs.raw("x")).read() == "x"
+    assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd,nocrop_decode"),
+                          "nocrop_decode")

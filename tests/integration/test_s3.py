@@ -294,3 +294,31 @@ def test_denied_credentials_are_one_clear_error_without_secrets(tmp_path):
             assert secret not in res.stderr and secret not in res.stdout
     finally:
         httpd.shutdown()
+
+
+def test_a_deleted_object_reads_as_eio(server, tmp_path):
+    key = "ds/vanishing.bin"
+    server.put_objects(BUCKET, {key: b"here for now"})
+    (tmp_path / "mnt").mkdir()
+    try:
+        with Prepfs(f"s3://{BUCKET}/ds", tmp_path / "mnt", tmp_path / "ssd", s3_opts(server)) as m:
+            status, _ = server.request("DELETE", f"/{BUCKET}/{key}")
+            assert status == 204
+            with pytest.raises(OSError) as e:
+                with open(m.raw("vanishing.bin"), "rb") as f:
+                    f.read()
+            assert e.value.errno == errno.EIO  # a version change like any other, not ENOENT from read(2)
+    finally:
+        server.request("DELETE", f"/{BUCKET}/{key}")
+
+
+@pytest.mark.parametrize("opts, owner", [("", (0, 0)), ("uid=23456,gid=23457", (23456, 23457))])
+def test_objects_belong_to_the_mounting_user_or_to_uid_and_gid(server, tmp_path, opts, owner):
+    (tmp_path / "mnt").mkdir()
+    with Prepfs(f"s3://{BUCKET}/ds", tmp_path / "mnt", tmp_path / "ssd", s3_opts(server, opts)) as m:
+        for p in (m.raw("big.bin"), m.raw("deep"), os.path.join(m.mnt, "decoded", "img", "photo.ppm")):
+            if os.path.exists(p):
+                st = os.stat(p)
+                assert (st.st_uid, st.st_gid) == owner, p
+        st = os.stat(m.mnt)  # the mount itself: the mounting user (root here), whatever uid= says
+        assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 #include "prepfs/common/error.h"
 #include "prepfs/common/options.h"
 #include "prepfs/common/size.h"
@@ -102,6 +104,28 @@ TEST(Options, ConfigFileErrorsNameFileAndLine) {
   EXPECT_THROW(apply_config_file(o, dir / "missing.conf"), Error);
 }
 
+TEST(Options, ConfigTextIsTheFileWithoutTheFile) {
+  Options o;
+  apply_config_text(o, "ssd = 5G\r\n# x\nseed=3", "inline");  // CRLF and no final newline
+  EXPECT_EQ(o.ssd_bytes, 5ull << 30);
+  EXPECT_EQ(o.seed, 3u);
+  try {
+    apply_config_text(o, "\n\nram = lots\n", "inline");
+    FAIL() << "bad size accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inline:3"), std::string::npos) << e.what();
+  }
+  // A config path pointing at something huge (a disk image, /dev/zero) is refused, not slurped.
+  test::TempDir dir;
+  dir.write("big.conf", std::string((1 << 20) + 1, '#'));
+  try {
+    apply_config_file(o, dir / "big.conf");
+    FAIL() << "a 1 MiB config file accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EFBIG);
+  }
+}
+
 TEST(Options, EveryDocumentedKeyIsAccepted) {
   for (const auto& d : option_docs()) {
     Options o;
@@ -115,6 +139,7 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                                : std::string(d.value) == "FORMAT"    ? "npy"
                                : std::string(d.value) == "PLAN"      ? "fixed:10/20/70"
                                : std::string(d.value) == "BOOL"      ? "0"
+                               : std::string(d.value) == "WHEN"      ? "mount"
                                : std::string(d.value) == "SPEC"      ? "resize(256);center_crop(224)"
                                : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100"
                                                                      : "/x");
@@ -163,4 +188,20 @@ TEST(Mountinfo, ParsesTheFieldsAfterOptionalOnesAndDecodesEscapes) {
   bool root = false;
   for (const prepfs::MountEntry& m : prepfs::read_mountinfo()) root |= m.mount_point == "/";
   EXPECT_TRUE(root);
+}
+
+TEST(Options, BareBooleanFlagsMeanOne) {
+  Options o;
+  o.fast_paths = false;
+  apply_option_list(o, "s3_path_style,crop_decode,fast_paths");
+  EXPECT_EQ(o.s3_path_style, "1");
+  EXPECT_TRUE(o.crop_decode);
+  EXPECT_TRUE(o.fast_paths);
+  test::TempDir dir;
+  dir.write("c.conf", "crop_decode\n");  // a config-file line without '=' is a flag too
+  Options c;
+  apply_config_file(c, dir / "c.conf");
+  EXPECT_TRUE(c.crop_decode);
+  EXPECT_THROW(apply_option_list(o, "nocrop_decode"), Error);  // no "no" form: key=0 says it
+  EXPECT_THROW(apply_option_list(o, "ram"), Error);            // a size is not a flag
 }

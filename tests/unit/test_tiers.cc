@@ -45,6 +45,7 @@ TEST(Key, EveryFieldChangesTheKey) {
   EXPECT_NE(k0, changed([](KeyFields& f) { f.path = "a/c.jpg"; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.version.size = 101; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.version.mtime_ns = 6; }));
+  EXPECT_NE(k0, changed([](KeyFields& f) { f.version.identity = 7; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.form = Form::decoded; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.pipeline_hash = 1; }));
   EXPECT_NE(k0, changed([](KeyFields& f) { f.variant = 1; }));

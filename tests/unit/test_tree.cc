@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
@@ -183,4 +185,96 @@ TEST(TreeStore, RescanReadsOnlyTheHeadersOfChangedFiles) {
   EXPECT_FALSE(again.from_index);
   EXPECT_EQ(load(src.counters().reads) - probes, 2u);  // z.txt (new version) and new.txt only
   EXPECT_TRUE(again.tree.probed());
+}
+
+TEST(Tree, AVersionIsNeverReadHalfUpdated) {
+  test::TempDir d;
+  d.write("src/f", "x");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  const uint32_t f = *tree.lookup(Tree::kRoot, "f");
+  const FileVersion a{1, 1}, b{2, 2};
+  tree.set_version(f, a);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> torn{0}, reads{0};
+  std::thread writer([&] {
+    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); i++) tree.set_version(f, i % 2 ? a : b);
+  });
+  std::thread reader([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      FileVersion v = tree.version(f);
+      if (!(v.size == a.size && v.mtime_ns == a.mtime_ns) && !(v.size == b.size && v.mtime_ns == b.mtime_ns)) torn++;
+      reads++;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop = true;
+  writer.join();
+  reader.join();
+  EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " reads";
+}
+
+TEST(DataFs, AFileReplacedWithTheSameSizeAndMtimeIsNotServed) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  Tree tree = Tree::scan(src);
+  test::ReadPath rp(src, tree, cache);
+  auto owned_fs = rp.data_fs(tree, src, DataFsConfig{-1, false});
+  DataFs& fs = *owned_fs;
+  struct stat before;
+  ASSERT_EQ(::stat((d / "src/top.txt").c_str(), &before), 0);
+  // Another file renamed over it, its size and mtime forged to the indexed ones.
+  d.write("src/forged", "TOP");
+  struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, (d / "src/forged").c_str(), times, 0), 0);
+  ASSERT_EQ(::rename((d / "src/forged").c_str(), (d / "src/top.txt").c_str()), 0);
+  Attr top = fs.lookup(fs.lookup(DataFs::kRootIno, "raw").ino, "top.txt");
+  try {
+    auto slices = fs.read(top.ino, 0, 0, 4096);
+    FAIL() << "served a replaced file: " << std::string(slices.at(0).data, slices.at(0).len);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EIO);
+  }
+}
+
+TEST(TreeStore, KeepsVersionsAndOwners) {
+  test::TempDir d;
+  make_tree(d);
+  ASSERT_EQ(chown((d / "src/b/a.txt").c_str(), 23456, 23457), 0);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  TreeLoad first = load_or_scan_tree(src, idx);
+  TreeLoad second = load_or_scan_tree(src, idx);
+  ASSERT_TRUE(second.from_index);
+  for (uint32_t id = 0; id < first.tree.size(); id++) {
+    EXPECT_EQ(second.tree.version(id), first.tree.version(id)) << first.tree.path(id);
+    EXPECT_EQ(second.tree.owner(id), first.tree.owner(id)) << first.tree.path(id);
+  }
+  const uint32_t a = *second.tree.lookup(*second.tree.lookup(Tree::kRoot, "b"), "a.txt");
+  EXPECT_EQ(second.tree.owner(a), (Owner{23456, 23457}));
+  EXPECT_EQ(second.tree.owner(Tree::kRoot), (Owner{getuid(), getgid()}));
+  EXPECT_NE(second.tree.version(a).identity, 0u);
+}
+
+TEST(DataFs, RevalidationRefreshesModeAndOwner) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  Tree tree = Tree::scan(src);
+  test::ReadPath rp(src, tree, cache);
+  DataFsConfig cfg;
+  cfg.metadata_ttl = 0;
+  cfg.image_views = false;
+  auto fs = rp.data_fs(tree, src, cfg);
+  Attr raw = fs->lookup(DataFs::kRootIno, "raw");
+  ASSERT_EQ(chown((d / "src/top.txt").c_str(), 23456, 23457), 0);
+  ASSERT_EQ(chmod((d / "src/top.txt").c_str(), 0600), 0);
+  Attr top = fs->lookup(raw.ino, "top.txt");
+  EXPECT_EQ(top.uid, 23456u);
+  EXPECT_EQ(top.gid, 23457u);
+  EXPECT_EQ(top.mode, S_IFREG | 0600u);
+  EXPECT_EQ(fs->lookup(raw.ino, "b").uid, getuid());  // untouched entries keep theirs
 }

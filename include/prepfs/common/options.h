@@ -41,7 +41,7 @@ struct Options {
   unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
   uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
   bool fast_paths = true;              // fast_paths= DCT scaling for augmented/
-  bool crop_decode = false;            // crop_decode= decode only the crop region (augmented/)
+  bool crop_decode = true;             // crop_decode= decode only the crop region (augmented/)
 
   // s3:// sources
   std::string s3_endpoint;             // s3_endpoint= http(s)://host[:port]; empty: AWS
@@ -50,7 +50,12 @@ struct Options {
   std::string s3_profile;              // s3_profile= ~/.aws/credentials section
   unsigned s3_connections = 64;        // s3_connections= HTTP connections to the endpoint
   double s3_retry_time = 20;           // s3_retry_time= seconds a failing request is retried
+  double s3_timeout = 60;              // s3_timeout= seconds one attempt of a request may take
   uint64_t s3_part_size = 8ull << 20;  // s3_part_size= larger reads become parallel parts
+
+  // Owner of entries the source has no owner for (S3 objects); unset (0xffffffff): the mounting user.
+  uint32_t uid = 0xffffffff;  // uid=
+  uint32_t gid = 0xffffffff;  // gid=
 
   // Generic mount options that fstab/mount.fuse3 pass along and that mean nothing to us.
   std::vector<std::string> ignored;
@@ -64,6 +69,9 @@ struct OptionDoc {
 // Every key accepted by apply_option(), for --help and the man-page test.
 const std::vector<OptionDoc>& option_docs();
 
+// Whether key takes 0 or 1 (documented as BOOL); such a key given bare means 1.
+bool is_boolean_option(std::string_view key);
+
 // Applies one key[=value]. Throws Error(EINVAL) naming the key for an unknown key or a bad value.
 void apply_option(Options& opts, std::string_view key, std::string_view value, bool has_value);
 
@@ -73,6 +81,8 @@ void apply_option_list(Options& opts, std::string_view list);
 // Applies a config file: "key = value" lines, '#' comments, blank lines; source= and mountpoint=
 // are accepted here too. Errors name the file and line.
 void apply_config_file(Options& opts, const std::string& path);
+// The same for config text already in memory; origin names it in errors (the file's path).
+void apply_config_text(Options& opts, std::string_view text, const std::string& origin);
 
 // Fills derived defaults (ssd_dir) and checks cross-field constraints.
 void finalize_options(Options& opts);

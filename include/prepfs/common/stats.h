@@ -48,6 +48,7 @@ struct SourceCounters {
   std::atomic<uint64_t> bytes{0};  // bytes fetched from the source
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> changed{0};  // reads that found their file changed or gone since it was indexed
   std::atomic<uint64_t> read_ns{0};  // total time spent in source reads
   LatencyHistogram read_latency;     // per successful read
   // Time with at least one read in flight (see SourceBusy, busy_ns_now): bytes over busy time is

@@ -20,8 +20,10 @@ namespace prepfs {
 
 class AugmentedFs final : public Filesystem {
  public:
+  // unowned: the owner shown for entries the source has no owner for (DataFsConfig::unowned).
+  // prober (may be null: every header known) reads the headers a first mount did not wait for.
   AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
-              HeaderProber* prober = nullptr);
+              Owner unowned = {}, HeaderProber* prober = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -49,6 +51,7 @@ class AugmentedFs final : public Filesystem {
   ImageNames names_;
   unsigned aug_reuse_;
   double timeout_;
+  Owner unowned_;
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
   OpenSnapshots open_;
 };

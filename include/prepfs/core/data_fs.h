@@ -4,8 +4,10 @@
 //   /decoded/...   every JPEG as X.ppm (or .npy), decoded exactly as PIL does; cached
 //   /augmented     an empty directory; the augmented session (augmented_fs) is mounted over it
 //   /.prepfs       an empty directory; the control session (control_fs) is mounted over it
-// Inode numbers encode the view in the high 32 bits and the tree node in the low 32 bits, so
-// lookups need no table and inode numbers are stable for the life of the mount. Bytes come from
+// Inode numbers encode the tree node in the low 32 bits, the view in the next 2 and, with
+// metadata_ttl, a 30-bit tag of the file's version in the top 30: lookups need no table, inode
+// numbers are stable while a file is unchanged, and a new version of a file is a new inode, so
+// the kernel never mixes two versions' pages in one file. Bytes come from
 // the SampleStore; this class only maps the namespace onto it.
 #pragma once
 
@@ -28,6 +30,7 @@ namespace prepfs {
 struct DataFsConfig {
   double metadata_ttl = -1;  // seconds; <0: the source is immutable, never revalidate
   bool image_views = true;   // offer decoded/ and augmented/ (off: raw/ alone)
+  Owner unowned = {};        // shown for entries the source has no owner for (S3): uid=/gid=
 };
 
 class DataFs final : public Filesystem {
@@ -58,16 +61,24 @@ class DataFs final : public Filesystem {
 
   const Tree& tree() const { return tree_; }
   enum View : uint64_t { kRaw = 1, kDecoded = 2 };
-  static uint64_t ino_of(View v, uint32_t node) { return (uint64_t(v) << 32) | node; }
-  static uint64_t raw_ino(uint32_t node) { return ino_of(kRaw, node); }
 
  private:
-  // Splits a tree inode into (view, node); throws ENOENT for anything else.
-  std::pair<View, uint32_t> node_of(uint64_t ino) const;
-  uint32_t raw_node(uint64_t ino) const;  // throws ENOENT unless a raw/ inode
+  static constexpr uint64_t kViewMask = 3;
+  static constexpr int kTagShift = 34;
+  static constexpr uint64_t kTagMask = (1ull << (64 - kTagShift)) - 1;
+  struct Inode {
+    View view;
+    uint32_t node;
+    uint64_t tag;  // of the version the inode was handed out for
+  };
+  // Splits a tree inode into its parts; throws ENOENT for anything else.
+  Inode node_of(uint64_t ino) const;
+  uint64_t ino_of(View v, uint32_t node, const FileVersion& version) const;
+  uint64_t version_tag(uint32_t node, const FileVersion& v) const;  // 0 for directories, or without a TTL
+  uint32_t raw_node(uint64_t ino) const;                            // throws ENOENT unless a raw/ inode
   Attr node_attr(View v, uint32_t id);
-  std::vector<Slice> read_raw(uint32_t id, uint64_t off, size_t size);
-  std::vector<Slice> read_decoded(uint32_t id, uint64_t off, size_t size);
+  std::vector<Slice> read_raw(const Sample& s, uint64_t off, size_t size);
+  std::vector<Slice> read_decoded(const Sample& s, uint64_t off, size_t size);
   Attr dir_attr(uint64_t ino) const;
   void maybe_revalidate(uint32_t id, bool force);
   double timeout() const;

@@ -20,6 +20,11 @@ struct Attr {
   int64_t mtime_ns = 0;
   uint32_t nlink = 1;
   double timeout = 0;  // how long the kernel may cache this entry and its attributes, seconds
+  // The owner; kMountingUser for the mount's own entries (and a source without owners and no
+  // uid=/gid=): the FUSE adaptor shows the user the daemon runs as.
+  static constexpr uint32_t kMountingUser = 0xffffffff;
+  uint32_t uid = kMountingUser;
+  uint32_t gid = kMountingUser;
 };
 
 struct OpenReply {

@@ -30,6 +30,7 @@ struct SessionConfig {
   double negative_timeout = 0;              // how long the kernel may remember that a name does not exist
   ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the daemon)
   Invalidations* invalidations = nullptr;   // inodes to drop from the kernel's caches (main tree)
+  uint32_t uid = 0, gid = 0;                // the mounting user: owns entries without an owner
 };
 
 class FuseSession {

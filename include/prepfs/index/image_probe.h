@@ -22,7 +22,7 @@ std::optional<ImageDims> dims_from_head(std::span<const uint8_t> head, uint64_t 
 
 // Probes every regular file of the tree with `threads` readers (latency-bound on remote
 // storage, so more threads than cores) and records the results in the tree. Files that `previous`
-// (an older index of the same source) holds with the same size and mtime keep their recorded
+// (an older index of the same source) holds with the same version keep their recorded
 // dimensions without a read. With threads == 0 nothing is read: the others are marked unprobed,
 // for the HeaderProber (store/header_prober.h) to read while the mount serves.
 void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* previous = nullptr);

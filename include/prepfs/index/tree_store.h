@@ -30,4 +30,10 @@ void save_tree(const Tree& tree, Source& source, const std::string& path);
 // Returns nullopt (and says why in the log at debug level) when the file cannot be reused.
 std::optional<Tree> load_tree(Source& source, const std::string& path);
 
+// Says that files changed under the mount that used this index: directory fingerprints do not see
+// a file rewritten in place (or chmod-ed: a new ctime, a new version), so the next mount must
+// list the source again instead of reusing the index. The stale index still lends the headers of
+// files whose version it holds unchanged. Cleared by the next save_tree().
+void mark_index_stale(const std::string& path);
+
 }  // namespace prepfs

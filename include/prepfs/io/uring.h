@@ -18,4 +18,10 @@ void pwrite_full(int fd, const void* buf, size_t len, uint64_t off);
 // True when this thread's I/O goes through io_uring (for stats and tests).
 bool uring_active();
 
+namespace testing {
+// Fault injection: this thread's next submission reaches the kernel, then reports -err as if
+// io_uring_enter had failed.
+void fail_next_submit(int err);
+}  // namespace testing
+
 }  // namespace prepfs::io

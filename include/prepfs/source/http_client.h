@@ -16,6 +16,7 @@ struct ClientConfig {
   unsigned max_connections = 64;  // per host and in total
   long connect_timeout_ms = 3000;
   long low_speed_time_s = 10;  // a transfer below 1 byte/s for this long fails (timeout)
+  long total_timeout_ms = 0;   // a transfer still running after this long fails (timeout); 0: none
   // SigV4 signing by libcurl (CURLOPT_AWS_SIGV4), e.g. "aws:amz:us-east-1:s3"; empty: unsigned.
   std::string sigv4;
   std::string access_key, secret_key;  // never logged

@@ -1,12 +1,15 @@
 // A directory source (local disk, NFS, any mounted file system). Reads go through io_uring.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "prepfs/source/beneath.h"
 #include "prepfs/source/source.h"
 
 namespace prepfs {
@@ -25,14 +28,24 @@ class PosixSource final : public Source {
 
  private:
   struct OpenFile;
+  // A descriptor of rel checked to have version `expect` when it was opened (cached or fresh).
   std::shared_ptr<OpenFile> open_file(const std::string& rel, const FileVersion& expect);
+  void forget_open_file(const std::string& rel, const std::shared_ptr<OpenFile>& file);
+  void check_version(const std::string& rel, const FileVersion& expect, const FileVersion& found);
   void scan_dir(int dirfd, const std::string& rel, const Visitor& visit);
+  uint64_t identity_of(const struct stat& st) const;
+  FileVersion stat_version(const struct stat& st) const;
+  template <class ReadLink>
+  SourceStat to_source_stat(const struct stat& st, ReadLink read_link) const;
 
   std::string root_;
   int root_fd_ = -1;
+  dev_t root_dev_ = 0;
+  Beneath beneath_;  // every path below the root resolves through it: nothing outside is reachable
 
   // Large files are read chunk by chunk; keeping a few descriptors open saves an open() (a round
-  // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read.
+  // trip on NFS) per chunk. Small LRU; entries are shared so a close never races a read. A cached
+  // descriptor saves the open, not the check: every read fstat()s it afterwards.
   static constexpr size_t kMaxOpenFiles = 64;
   std::mutex fd_mu_;
   std::list<std::string> fd_lru_;

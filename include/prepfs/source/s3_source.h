@@ -16,7 +16,10 @@
 //
 // Errors: 404 -> ENOENT, 403 -> EACCES; throttling (429, 503 SlowDown), other 5xx and transport
 // failures are retried with exponential backoff and full jitter until retry_seconds have passed,
-// then EIO. Credentials never appear in logs or messages.
+// then EIO. Every attempt has a total deadline (request_timeout), so a server trickling bytes
+// cannot hold a reader forever: a read waits at most about retry_seconds + request_timeout.
+// A listing whose continuation tokens cycle fails (EIO) instead of listing forever.
+// Credentials never appear in logs or messages.
 #pragma once
 
 #include <atomic>
@@ -40,7 +43,8 @@ struct S3Config {
   std::string path_style = "auto";  // "1", "0", "auto" (path style for a custom endpoint)
   std::string profile;              // empty: $AWS_PROFILE, else "default"
   unsigned connections = 64;
-  double retry_seconds = 20;  // total time a request is retried before EIO
+  double retry_seconds = 20;    // total time a request is retried before EIO
+  double request_timeout = 60;  // total time one attempt may take (a trickling server): then retried
   uint64_t part_size = 8ull << 20;
 };
 

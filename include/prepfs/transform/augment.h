@@ -7,9 +7,9 @@
 // Fast paths apply to the first op only, where the work is:
 //  - crop_decode: decode only the rows and columns the first op reads (rrc, center_crop), using
 //    jpeg_crop_scanline + jpeg_skip_scanlines. With the iMCU margin JpegReader adds, the pixels
-//    equal a full decode's, so this path is still exact (tested); it is opt-in anyway because a
-//    partial decode does not parse the entropy data below the crop (a corrupt tail that libjpeg
-//    would only warn about is not seen; a missing EOI still fails).
+//    equal a full decode's, and the rest of the file is still read (entropy-decoded, markers
+//    checked to EOI), so it fails on exactly the files a full decode fails on: this path is exact
+//    in bytes and in errors (tested against PIL on damaged files), and pipeline_key ignores it.
 //  - dct_scale: let libjpeg downscale by 1/2, 1/4 or 1/8 in the DCT domain while the decoded crop
 //    stays at least dct_min_ratio times the target size, then resample from the scaled frame with
 //    the crop box mapped to scaled (fractional) coordinates. Pixels change slightly.
@@ -26,6 +26,7 @@
 #include "prepfs/transform/image.h"
 #include "prepfs/transform/jpeg_decode.h"
 #include "prepfs/transform/pipeline_spec.h"
+#include "prepfs/transform/resample.h"
 #include "prepfs/transform/rng.h"
 
 #include <cstdint>
@@ -43,6 +44,7 @@ struct FastPaths {
 struct AugmentOptions {
   DecodeLimits limits;
   FastPaths fast;
+  ResampleKernel resample = ResampleKernel::kSimd;  // same bytes either way (benchmarks compare)
 };
 
 // Decode + augment. Throws DecodeError (EIO) for bad input, including a pipeline whose
@@ -51,10 +53,14 @@ Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec,
                    const AugmentOptions& opts = {});
 
 // The ops alone, exact, on already decoded pixels.
-Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs);
+Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs, ResampleKernel kernel = ResampleKernel::kSimd);
+// The same on pixels that stay where they are (a cache entry, say): the first op reads the view,
+// so a crop or resize copies only what it keeps.
+Image apply_ops(ImageView src, std::span<const Op> ops, RandomSource& rs,
+                ResampleKernel kernel = ResampleKernel::kSimd);
 
 // Cache-key hash of what determines augmented bytes besides (seed, path, variant): the spec and
-// the fast-path settings (they change pixels).
+// the settings of the fast paths that change pixels (dct_scale; crop_decode does not).
 std::uint64_t pipeline_key(const PipelineSpec& spec, const FastPaths& fast);
 
 }  // namespace prepfs::transform

@@ -8,16 +8,18 @@
 //  - 4 components: libjpeg outputs CMYK (converting YCCK itself); Pillow assumes Adobe polarity
 //    and inverts every channel ("CMYK;I"), then cmyk2rgb: nk = 255 - k,
 //    channel = nk - round(c * nk / 255) with Pillow's MULDIV255 rounding;
-//  - strictness: PIL raises on hard libjpeg errors and when the data ends before the image does
-//    ("image file is truncated"), but ignores libjpeg warnings (corrupt entropy data is decoded
-//    as libjpeg repairs it). We do the same, so a file is an error here iff it is one for PIL.
+//  - strictness: PIL raises on hard libjpeg errors, including bad markers after the image, and
+//    when the data ends before the image does ("image file is truncated"), but ignores libjpeg
+//    warnings (corrupt entropy data is decoded as libjpeg repairs it) and data that ends among
+//    the markers after the image (even without EOI). We do the same, so a file is an error here
+//    iff it is one for PIL.
 //
 // Safety: libjpeg's default error handler calls exit(); ours longjmps back and throws
 // DecodeError (EIO). The pixel limit is checked on the header before libjpeg allocates anything,
 // and the number of progressive scans is capped so a hostile file cannot stall a decoder thread.
 //
-// Fast paths (opt-in, see augment.h): DCT-domain downscaling (scale_eighths < 8) and decoding only
-// a rectangle (jpeg_crop_scanline + jpeg_skip_scanlines).
+// Fast paths (see augment.h): DCT-domain downscaling (scale_eighths < 8) and decoding only a
+// rectangle (jpeg_crop_scanline + jpeg_skip_scanlines).
 #pragma once
 
 #include "prepfs/transform/image.h"
@@ -79,8 +81,8 @@ class JpegReader {
   // least that region; it may be larger because libjpeg works in whole iMCUs. Pixels inside the
   // region are those of a full decode at the same scale: a margin of one iMCU is decoded around
   // it so that fancy upsampling sees the same neighbours (tested in test_jpeg_decode_pil).
-  // A partial decode does not read the entropy data after the last needed row; it checks instead
-  // that the file has an EOI marker after its first scan, so truncated files still fail.
+  // The rest of the file is still read (rows above and below the region entropy-decoded only,
+  // markers checked to EOI), so a region decode fails iff the full decode fails.
   DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt);
 
   // The exact full-size decode, written straight into rgb (at least width*height*3 bytes,

@@ -16,6 +16,7 @@ MANIFEST lines (space separated):
   error NAME                 PIL raises on NAME.jpg
   resize NAME L T W H OW OH REF       PIL: crop((L, T, L+W, T+H)).resize((OW, OH), BILINEAR)
   resizebox NAME X0 Y0 X1 Y1 OW OH REF PIL: resize((OW, OH), BILINEAR, box=(X0, Y0, X1, Y1))
+  resizeflip NAME L T W H OW OH F REF  as resize, then transpose(FLIP_LEFT_RIGHT) when F is 1
   tvbox W H I J BH BW DRAWS...         torchvision RandomResizedCrop.get_params on a W x H image
   tvaug NAME REF DRAWS...              RandomResizedCrop(224) + RandomHorizontalFlip() output
   tvspec NAME SPEC REF                 deterministic torchvision transform equivalent to SPEC
@@ -132,6 +133,15 @@ def write_fixtures(out):
         b = bytearray(d)
         b[rs.randint(sos + 20, len(d) - 2):] = b""  # cut, then
         corrupt[f"{base}_cut_eoi"] = bytes(b) + b"\xff\xd9"  # a proper EOI: libjpeg only warns
+        # Damage after the scan data, where a decode of only the top rows would not look:
+        # a second copy of the scan header (a baseline file must end after its scan) and a
+        # table segment whose length runs past the end of the file.
+        corrupt[f"{base}_sos_after_scan"] = d[:-2] + d[sos:sos + 14] + d[-2:]
+        corrupt[f"{base}_bad_dht_after_scan"] = d[:-2] + b"\xff\xc4\x7f\xff\x00" + d[-2:]
+    # Only the EOI missing: PIL decodes these when the scan data needed no byte after its end
+    # (libjpeg then only fails to find the EOI, which PIL ignores), else fails as truncated.
+    for name, d in jpegs.items():
+        corrupt[f"{name}_no_eoi"] = d[:-2]
     corrupt["garbage"] = bytes(rs.randint(0, 256, 3000).astype(np.uint8))
     corrupt["soi_only"] = b"\xff\xd8\xff"
     corrupt["empty"] = b""
@@ -178,8 +188,62 @@ def write_fixtures(out):
             with open(os.path.join(out, ref), "wb") as f:
                 f.write(out_im.tobytes())
             man.append(f"resizebox {name} {x0!r} {y0!r} {x1!r} {y1!r} {ow} {oh} {ref}")
+    man.extend(random_geometry(out, jpegs))
     with open(os.path.join(out, "MANIFEST"), "w") as f:
         f.write("\n".join(man) + "\n")
+
+
+def random_geometry(out, jpegs):
+    """Resizes for the SIMD kernels, which every dispatch target runs: random crops (1-pixel
+    ones included), odd sizes, upscales and downscales by up to 40x, float boxes and flips, on
+    RGB, grayscale and CMYK sources. Reference files rg*.rgb (test_reference.cc picks them by
+    that name). Its own random stream, so the cases above stay as they were."""
+    import numpy as np
+    from PIL import Image as I
+    gs = np.random.RandomState(7)
+    man = []
+    n = 0
+    for name in ("rgb420", "rgb422", "rgb420_odd", "progressive444", "gray", "gray_odd", "cmyk", "cmyk_odd",
+                 "tall", "wide", "big", "tiny2x3", "small17x9"):
+        im = pil_decode(jpegs[name])
+        w, h = im.size
+
+        def side(full):
+            return 1 if gs.randint(0, 6) == 0 else gs.randint(1, full + 1)
+
+        def out_side(inp):
+            kind = gs.randint(0, 4)
+            if kind == 0:
+                return 1 if gs.randint(0, 2) == 0 else gs.randint(1, 700)
+            if kind == 1:
+                return max(1, inp // gs.randint(2, 41))  # strong downscale
+            if kind == 2:
+                return min(700, gs.randint(inp, 2 * inp + 2))  # upscale
+            return max(1, inp * gs.randint(45, 100) // 100)  # RandomResizedCrop-like
+
+        for _ in range(18):
+            bw, bh = side(w), side(h)
+            l, t = gs.randint(0, w - bw + 1), gs.randint(0, h - bh + 1)
+            ow, oh = out_side(bw), out_side(bh)
+            flip = gs.randint(0, 2)
+            res = im.crop((l, t, l + bw, t + bh)).resize((ow, oh), I.BILINEAR)
+            if flip:
+                res = res.transpose(I.FLIP_LEFT_RIGHT)
+            ref = f"rg{n}.rgb"
+            n += 1
+            with open(os.path.join(out, ref), "wb") as f:
+                f.write(res.tobytes())
+            man.append(f"resizeflip {name} {l} {t} {bw} {bh} {ow} {oh} {flip} {ref}")
+        for _ in range(4):
+            x0, x1 = sorted(gs.uniform(0, w, 2))
+            y0, y1 = sorted(gs.uniform(0, h, 2))
+            ow, oh = out_side(max(1, int(x1 - x0))), out_side(max(1, int(y1 - y0)))
+            ref = f"rg{n}.rgb"
+            n += 1
+            with open(os.path.join(out, ref), "wb") as f:
+                f.write(im.resize((ow, oh), I.BILINEAR, box=(x0, y0, x1, y1)).tobytes())
+            man.append(f"resizebox {name} {x0!r} {y0!r} {x1!r} {y1!r} {ow} {oh} {ref}")
+    return man
 
 
 # ---------------------------------------------------------------- torchvision, recorded draws

@@ -40,6 +40,19 @@ TEST(Augment, VariantsAreReproducibleAndDiffer) {
   EXPECT_EQ(a.height, 224);
 }
 
+// rrc with a ratio range the image cannot meet narrowed the crop to zero rows: every path must
+// still crop one pixel and resize it (found by fuzz_options; CropSampler.FallbackNever...).
+TEST(Augment, AnUnreachableRatioStillCropsAPixel) {
+  const PipelineSpec s = PipelineSpec::parse("rrc(8,0.08,1,4,4)");
+  for (const Bytes& j : {make(1, 1), make(7, 1), make(3, 2)}) {
+    for (const FastPaths& f : {FastPaths{}, FastPaths{true, false, 2.0}, FastPaths{true, true, 2.0}}) {
+      const Image img = run(j, s, 0, f);
+      EXPECT_EQ(img.width, 8);
+      EXPECT_EQ(img.height, 8);
+    }
+  }
+}
+
 TEST(Augment, ExactPathIsDecodeThenOps) {
   const Bytes j = make(300, 200);
   for (const char* spec :
@@ -80,6 +93,28 @@ TEST(Augment, HflipProbabilityOneFlipsAndZeroDoesNot) {
   for (std::uint64_t k = 0; k < 400; ++k) flips += run(j, half, k).pixels == flipped.pixels;
   EXPECT_GT(flips, 150);
   EXPECT_LT(flips, 250);
+}
+
+// The ops read a borrowed view (a cache entry) exactly as they read an image of their own, and
+// leave the view's pixels alone.
+TEST(Augment, OpsOnAViewEqualOpsOnACopy) {
+  const Image parent = testing::synthetic_image(310, 207, 4);
+  const ImageView v = parent.view().sub(3, 2, 300, 200);
+  const Image before = copy_image(v);
+  for (const char* spec : {kDefaultAugmentSpec.data(), "resize(256);center_crop(224)", "center_crop(64x48);hflip(1)",
+                           "resize(50x20)", "resize(200)", "hflip(1)", "hflip(0);rrc(32)"}) {
+    const PipelineSpec s = PipelineSpec::parse(spec);
+    for (std::uint64_t k = 0; k < 4; ++k) {
+      Rng r1 = Rng::for_variant(5, "v", k), r2 = Rng::for_variant(5, "v", k);
+      const Image from_view = apply_ops(v, s.ops(), r1);
+      const Image from_copy = apply_ops(copy_image(v), s.ops(), r2);
+      EXPECT_EQ(from_view.width, from_copy.width) << spec;
+      EXPECT_EQ(from_view.pixels, from_copy.pixels) << spec << " variant " << k;
+    }
+  }
+  EXPECT_EQ(copy_image(v).pixels, before.pixels);
+  Rng rng(1);
+  EXPECT_EQ(apply_ops(v, {}, rng).pixels, before.pixels);
 }
 
 // crop_decode keeps the pixels exact, for every first op it applies to.
@@ -147,7 +182,9 @@ TEST(Augment, PipelineKeyCoversSpecAndFastPaths) {
   const PipelineSpec b = PipelineSpec::parse("rrc(224)");
   EXPECT_EQ(pipeline_key(a, {}), pipeline_key(PipelineSpec::parse("rrc(224);hflip()"), {}));
   EXPECT_NE(pipeline_key(a, {}), pipeline_key(b, {}));
-  EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
+  // crop_decode gives the same bytes (CropDecodeIsExact), so it shares the cache entries.
+  EXPECT_EQ(pipeline_key(a, {}), pipeline_key(a, FastPaths{true, false, 2.0}));
+  EXPECT_NE(pipeline_key(a, {}), pipeline_key(a, FastPaths{false, true, 2.0}));
   EXPECT_NE(pipeline_key(a, FastPaths{false, true, 2.0}), pipeline_key(a, FastPaths{false, true, 3.0}));
   EXPECT_NE(pipeline_key(a, {}), a.hash());  // distinct domains
 }

@@ -58,6 +58,15 @@ TEST(CropSampler, FallsBackToACentralCropNarrowedToTheRatioRange) {
   EXPECT_EQ(sample_rrc_box(100, 100, RrcParams{}, square), (CropBox{0, 0, 100, 100}));
 }
 
+// A ratio range far from the image's: narrowing rounds the short side to 0 (torchvision would
+// hand PIL an empty crop). Found by fuzz_options: augment=rrc(224,0.08,1,4,4) on a 1x1 image.
+TEST(CropSampler, FallbackNeverReturnsAnEmptyBox) {
+  Rng rng(1);
+  EXPECT_EQ(sample_rrc_box(1, 1, RrcParams{0.08, 1, 4, 4}, rng), (CropBox{0, 0, 1, 1}));
+  EXPECT_EQ(sample_rrc_box(7, 1, RrcParams{0.08, 1, 0.01, 0.01}, rng), (CropBox{0, 3, 1, 1}));
+  EXPECT_EQ(sample_rrc_box(1, 9, RrcParams{0.08, 1, 50, 60}, rng), (CropBox{4, 0, 1, 1}));
+}
+
 TEST(CropSampler, PythonRoundingHalvesToEven) {
   EXPECT_EQ(round_half_even(0.5), 0.0);
   EXPECT_EQ(round_half_even(1.5), 2.0);

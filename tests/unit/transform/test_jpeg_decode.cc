@@ -137,13 +137,18 @@ TEST(JpegDecode, RegionDecodeEqualsFullDecodeInsideTheRegion) {
   }
 }
 
-TEST(JpegDecode, EveryTruncationIsAnError) {
+// Every cut into the data before the EOI marker is an error. (A file that lacks only its EOI is
+// one for PIL iff libjpeg still needed bytes of the scan data; the reference tests hold that
+// case against PIL with the *_no_eoi fixtures.)
+TEST(JpegDecode, EveryTruncationBeforeTheEoiIsAnError) {
   for (bool progressive : {false, true}) {
     for (int comps : {1, 3, 4}) {
       EncodeParams p;
       p.progressive = progressive;
       const Bytes j = make(40, 24, comps, p);
-      for (std::size_t len = 0; len < j.size(); ++len) {
+      ASSERT_EQ(j[j.size() - 2], 0xFF);
+      ASSERT_EQ(j[j.size() - 1], 0xD9);
+      for (std::size_t len = 0; len + 2 < j.size(); ++len) {
         const Bytes cut(j.begin(), j.begin() + static_cast<std::ptrdiff_t>(len));
         const DecodeError::Kind k = expect_error(cut);
         if (len > 3) {
@@ -158,8 +163,7 @@ TEST(JpegDecode, EveryTruncationIsAnError) {
   }
 }
 
-// Also the fast path's cheap truncation check: a partial decode does not read the tail, so it
-// must notice the missing EOI some other way.
+// Also when only a region is decoded: the rows below it are still read (entropy-decoded).
 TEST(JpegDecode, PartialDecodeOfATruncatedFileIsAnError) {
   const Bytes j = make(200, 160, 3);
   const Bytes cut(j.begin(), j.end() - 40);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace prepfs::transform {
 namespace {
 
@@ -20,6 +22,23 @@ TEST(Ops, HflipMirrorsEachRow) {
   one.pixels = {1, 2, 3};
   hflip(one);
   EXPECT_EQ(one.pixels, (std::vector<std::uint8_t>{1, 2, 3}));
+}
+
+// The SIMD mirroring (16 pixels at a time, the rest one by one) on every target, for widths
+// around the vector size, against a pixel-by-pixel mirror.
+TEST(Ops, HflipEqualsAPlainMirrorOnEverySimdTarget) {
+  const int targets = testing::for_each_simd_target([](const SimdTarget&) {
+    for (int w : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 100, 224, 333}) {
+      Image img = testing::synthetic_image(w, 3, static_cast<std::uint32_t>(w));
+      Image want(w, 3);
+      for (int y = 0; y < 3; ++y) {
+        for (int x = 0; x < w; ++x) std::memcpy(want.row(y) + 3 * x, img.row(y) + 3 * (w - 1 - x), 3);
+      }
+      hflip(img);
+      ASSERT_EQ(img.pixels, want.pixels) << "width " << w;
+    }
+  });
+  EXPECT_GE(targets, 2);
 }
 
 TEST(Ops, CropPaddedCopiesInsideAndZeroFillsOutside) {

@@ -9,6 +9,7 @@
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/jpeg_decode.h"
 #include "prepfs/transform/jpeg_header.h"
+#include "prepfs/transform/ops.h"
 #include "prepfs/transform/pipeline_spec.h"
 #include "prepfs/transform/render.h"
 #include "prepfs/transform/resample.h"
@@ -251,6 +252,58 @@ TEST(PilReference, ResizeEqualsPilBilinear) {
   std::printf("resize vs PIL: %d cases compared\n", n);
 }
 
+// Every kernel against PIL: the reference kernels and the SIMD kernels pinned to each target
+// this machine has, the portable fallback included, on the random geometry of pil_reference.py
+// (1-pixel crops, odd sizes, up- and downscales by up to 40x, float boxes and flips, on RGB,
+// grayscale and CMYK sources).
+TEST(PilReference, ResizeEqualsPilOnEveryKernelAndTarget) {
+  REQUIRE_FIXTURES();
+  std::map<std::string, Image> decoded;
+  std::vector<std::vector<std::string>> cases;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] != "resize" && t[0] != "resizebox" && t[0] != "resizeflip") continue;
+    // The random geometry (reference files rg*.rgb); the fixed cases, some of them millions of
+    // pixels, stay with ResizeEqualsPilBilinear: five kernels over them take minutes in a
+    // sanitizer build.
+    if (t.back().rfind("rg", 0) != 0) continue;
+    if (!decoded.count(t[1])) decoded.emplace(t[1], decode_jpeg(jpeg_of(dir, t[1])));
+    cases.push_back(t);
+  }
+  int flips = 0, one_pixel = 0;
+  const auto run_all = [&](ResampleKernel kernel, const std::string& name) {
+    for (const auto& t : cases) {
+      const Image& src = decoded.at(t[1]);
+      Image out;
+      if (t[0] == "resizebox") {
+        const BoxF box{std::stod(t[2]), std::stod(t[3]), std::stod(t[4]), std::stod(t[5])};
+        out = resize_bilinear(src.view(), std::stoi(t[6]), std::stoi(t[7]), box, kernel);
+      } else {
+        const int l = std::stoi(t[2]), tp = std::stoi(t[3]), w = std::stoi(t[4]), h = std::stoi(t[5]);
+        out = resize_bilinear(src.view().sub(l, tp, w, h), std::stoi(t[6]), std::stoi(t[7]), kernel);
+        if (t[0] == "resizeflip" && t[8] == "1") {
+          hflip(out);
+          ++flips;
+        }
+        one_pixel += w == 1 || h == 1;
+      }
+      const auto ref = read_file(dir + "/" + t.back());
+      if (out.pixels != ref) {
+        std::string line;
+        for (const auto& tok : t) line += tok + " ";
+        ADD_FAILURE() << name << ": " << line << ": " << first_diff(out.pixels, ref);
+      }
+    }
+  };
+  run_all(ResampleKernel::kReference, "reference kernels");
+  const int targets =
+      testing::for_each_simd_target([&](const SimdTarget& t) { run_all(ResampleKernel::kSimd, "SIMD " + t.name); });
+  EXPECT_GE(cases.size(), 250u);
+  EXPECT_GE(targets, 2);  // a vector target and the scalar fallback at least
+  EXPECT_GT(flips, 20 * (targets + 1));
+  EXPECT_GT(one_pixel, 10 * (targets + 1));
+  std::printf("resize vs PIL: %zu cases x (reference + %d SIMD targets)\n", cases.size(), targets);
+}
+
 // ------------------------------------------------------------------------- partial decodes
 
 // Regions decoded with jpeg_crop_scanline/jpeg_skip_scanlines equal the full decode.
@@ -287,6 +340,77 @@ TEST(PilReference, CropDecodeEqualsFullDecodeInsideTheRegion) {
     }
   }
   EXPECT_GE(n, 12 * 20);
+}
+
+// A decode of a region is as strict as a full decode: on every fixture, the corrupt ones
+// included (damage inside and outside the region, after the scan data, truncations), it fails iff
+// the full decode fails (iff PIL fails: see the first test), and otherwise the region's pixels
+// equal the full decode's. The same holds for the crop_decode fast path of the pipeline.
+TEST(PilReference, CropDecodeIsAsStrictAsAFullDecode) {
+  REQUIRE_FIXTURES();
+  std::mt19937 gen(11);
+  const PipelineSpec spec = PipelineSpec::parse(kDefaultAugmentSpec);
+  int n = 0, errors = 0;
+  for (const auto& t : manifest(dir, "MANIFEST")) {
+    if (t[0] != "decode" && t[0] != "error") continue;
+    SCOPED_TRACE(t[1]);
+    const auto data = jpeg_of(dir, t[1]);
+    const bool pil_fails = t[0] == "error";
+    int w = 0, h = 0;
+    try {
+      JpegReader probe(data);
+      w = probe.width();
+      h = probe.height();
+    } catch (const DecodeError&) {
+      EXPECT_TRUE(pil_fails) << "the header of a file PIL decodes was refused";
+      ++errors;
+      continue;  // nothing to crop: no header
+    }
+    Image full;
+    if (!pil_fails) full = decode_jpeg(data);
+    for (int k = 0; k < 6; ++k) {
+      // Regions at the top, middle and bottom, and random ones, so that damage falls before,
+      // inside and after them.
+      const int rw = std::uniform_int_distribution<int>(1, w)(gen);
+      const int rh = std::uniform_int_distribution<int>(1, std::max(1, h / 3))(gen);
+      const int rx = std::uniform_int_distribution<int>(0, w - rw)(gen);
+      const int ry = k == 0 ? 0 : k == 1 ? h - rh : std::uniform_int_distribution<int>(0, h - rh)(gen);
+      try {
+        JpegReader rd(data);
+        const DecodedRegion d = rd.decode(8, Rect{rx, ry, rw, rh});
+        if (pil_fails) {
+          ADD_FAILURE() << "region " << rx << "," << ry << " " << rw << "x" << rh << " decoded, PIL fails";
+          continue;
+        }
+        int diff = 0;
+        for (int r = 0; r < rh; ++r) {
+          diff += std::memcmp(full.row(ry + r) + 3 * rx, d.image.row(ry - d.y + r) + 3 * (rx - d.x),
+                              static_cast<std::size_t>(3 * rw)) != 0;
+        }
+        EXPECT_EQ(diff, 0) << "region " << rx << "," << ry << " " << rw << "x" << rh;
+      } catch (const DecodeError& e) {
+        EXPECT_TRUE(pil_fails) << "region " << rx << "," << ry << " " << rw << "x" << rh << ": " << e.what();
+      }
+      ++n;
+    }
+    for (std::uint64_t v = 0; v < 4; ++v) {
+      AugmentOptions crop;
+      crop.fast.crop_decode = true;
+      Rng r1 = Rng::for_variant(1, t[1], v), r2 = Rng::for_variant(1, t[1], v);
+      try {
+        const Image fast = augment_jpeg(data, spec, r1, crop);
+        EXPECT_FALSE(pil_fails) << "crop_decode augmented a file PIL fails on";
+        if (!pil_fails) {
+          EXPECT_EQ(fast.pixels, augment_jpeg(data, spec, r2).pixels) << "variant " << v;
+        }
+      } catch (const DecodeError& e) {
+        EXPECT_TRUE(pil_fails) << "variant " << v << ": " << e.what();
+      }
+    }
+    errors += pil_fails;
+  }
+  EXPECT_GE(n, 6 * 60);
+  EXPECT_GE(errors, 30);  // the corrupt fixtures really were there
 }
 
 // ------------------------------------------------------------------------------ torchvision

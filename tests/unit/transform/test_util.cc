@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -144,6 +146,21 @@ double mean_abs_diff(const Image& a, const Image& b) {
     s += std::abs(int(a.pixels[i]) - int(b.pixels[i]));
   }
   return s / static_cast<double>(a.pixels.size());
+}
+
+int for_each_simd_target(const std::function<void(const SimdTarget&)>& f) {
+  int n = 0;
+  for (const SimdTarget& t : simd_targets()) {
+    pin_simd_target(t.id);
+    const SimdTarget active = active_simd_target();
+    EXPECT_EQ(active.id, t.id) << "pinning " << t.name << " gave " << active.name;
+    if (active.id != t.id) continue;
+    SCOPED_TRACE(t.name);
+    f(t);
+    ++n;
+  }
+  pin_simd_target(0);
+  return n;
 }
 
 }  // namespace prepfs::transform::testing

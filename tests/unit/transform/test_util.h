@@ -4,8 +4,10 @@
 
 #include "prepfs/transform/image.h"
 #include "prepfs/transform/rng.h"
+#include "prepfs/transform/simd_targets.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,5 +62,10 @@ std::vector<ScriptedSource::Draw> parse_draws(const std::vector<std::string>& to
 
 // Mean absolute difference per channel value between two same-size images.
 double mean_abs_diff(const Image& a, const Image& b);
+
+// Runs f once per SIMD target this machine has (best first, the portable fallback last) with the
+// kernels pinned to it, then restores automatic dispatch. Records a test failure when pinning
+// does not take (every target would then test the same code). Returns the number of targets run.
+int for_each_simd_target(const std::function<void(const SimdTarget&)>& f);
 
 }  // namespace prepfs::transform::testing

@@ -1,0 +1,119 @@
+#include "prepfs/index/index_format.h"
+
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "prepfs/common/error.h"
+
+namespace prepfs {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'I', '\0'};
+// 2: image dimensions per node; 3: a file's identity (device, inode, ctime) and its owner
+constexpr uint32_t kVersion = 3;
+
+void append(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+
+[[noreturn]] void reject(const char* why) { throw Error(EIO, why); }
+
+// Consumes the sections of an index in order; callers check sizes before taking.
+struct Reader {
+  std::string_view rest;
+
+  size_t left() const { return rest.size(); }
+  std::string_view bytes(size_t n) {
+    std::string_view out = rest.substr(0, n);
+    rest.remove_prefix(n);
+    return out;
+  }
+  template <class T>
+  std::vector<T> take(size_t count) {
+    std::vector<T> out(count);
+    if (count > 0) std::memcpy(out.data(), bytes(count * sizeof(T)).data(), count * sizeof(T));
+    return out;
+  }
+};
+
+}  // namespace
+
+uint64_t index_source_hash(const Source& source) {
+  std::string id = source.identity();
+  return XXH3_64bits(id.data(), id.size());
+}
+
+std::string encode_index(const Tree& tree, Source& source) {
+  std::vector<DirRecord> dirs;
+  for (uint32_t id = 0; id < tree.size(); id++) {
+    if (!tree.is_dir(id)) continue;
+    auto fp = source.dir_fingerprint(tree.path(id));
+    if (!fp) {  // no fingerprints (object stores): saved for its image headers, never reused as is
+      dirs.clear();
+      break;
+    }
+    dirs.push_back(DirRecord{id, 0, *fp});
+  }
+  IndexHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.source_hash = index_source_hash(source);
+  h.node_count = tree.size();
+  h.arena_size = tree.arena().size();
+  h.dir_count = dirs.size();
+  std::vector<ImageDims> dims = tree.all_dims();
+  dims.resize(tree.size());
+  const std::vector<Owner> owners = tree.owners();
+  h.owner_count = static_cast<uint32_t>(owners.size());
+
+  std::string out;
+  append(out, &h, sizeof h);
+  append(out, tree.nodes().data(), tree.nodes().size() * sizeof(Node));
+  append(out, tree.arena().data(), tree.arena().size());
+  append(out, dirs.data(), dirs.size() * sizeof(DirRecord));
+  append(out, dims.data(), dims.size() * sizeof(ImageDims));
+  append(out, owners.data(), owners.size() * sizeof(Owner));
+  uint64_t sum = XXH3_64bits(out.data(), out.size());
+  append(out, &sum, sizeof sum);
+  return out;
+}
+
+StoredIndex decode_index(std::string_view data, uint64_t source_hash) {
+  if (data.size() < sizeof(IndexHeader) + 8) reject("truncated");
+  uint64_t sum;
+  std::memcpy(&sum, data.data() + data.size() - 8, 8);
+  if (XXH3_64bits(data.data(), data.size() - 8) != sum) reject("checksum mismatch");
+  IndexHeader h;
+  std::memcpy(&h, data.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) reject("unknown format");
+  if (h.source_hash != source_hash) reject("it belongs to another source");
+
+  // Each count is checked against the bytes left before it is multiplied, so no product can
+  // wrap around and nothing is allocated beyond the file's own size.
+  Reader in{data.substr(sizeof h, data.size() - sizeof h - 8)};
+  if (h.node_count == 0 || h.node_count > in.left() / (sizeof(Node) + sizeof(ImageDims))) reject("size mismatch");
+  std::vector<Node> nodes = in.take<Node>(h.node_count);
+  if (h.arena_size > in.left()) reject("size mismatch");
+  std::string arena(in.bytes(h.arena_size));
+  if (h.dir_count > in.left() / sizeof(DirRecord)) reject("size mismatch");
+  std::vector<DirRecord> dirs = in.take<DirRecord>(h.dir_count);
+  if (in.left() < h.node_count * sizeof(ImageDims)) reject("size mismatch");
+  std::vector<ImageDims> dims = in.take<ImageDims>(h.node_count);
+  if (in.left() != uint64_t(h.owner_count) * sizeof(Owner)) reject("size mismatch");
+  std::vector<Owner> owners = in.take<Owner>(h.owner_count);
+
+  StoredIndex out{Tree::from_parts(std::move(nodes), std::move(arena), std::move(dims), owners), std::move(dirs)};
+  // Every directory once, in node order, as encode_index writes them (or none): a directory
+  // without a record would be reused unchecked.
+  size_t dir_nodes = 0;
+  for (uint32_t id = 0; id < out.tree.size(); id++) dir_nodes += out.tree.is_dir(id);
+  if (!out.dirs.empty() && out.dirs.size() != dir_nodes) reject("corrupt directory record");
+  for (size_t i = 0; i < out.dirs.size(); i++) {
+    const uint32_t node = out.dirs[i].node;
+    if (node >= out.tree.size() || !out.tree.is_dir(node) || (i > 0 && node <= out.dirs[i - 1].node))
+      reject("corrupt directory record");
+  }
+  return out;
+}
+
+}  // namespace prepfs

@@ -1,0 +1,102 @@
+"""A tiny S3-protocol server that misbehaves on purpose (fault injection for the S3 source):
+just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per server:
+
+  trickle  once armed, GETs of objects send their headers, then one byte every half second (above
+           libcurl's 1 B/s low-speed limit, so only a total deadline ends them); before, they are
+           answered at once (the mount's header probe reads every object)
+  cycle    ListObjectsV2 hands out continuation tokens A -> B -> A -> ... forever
+"""
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+
+OBJECT = b"x" * 1000
+
+
+def page(keys, next_token=None):
+    contents = "".join(
+        f"<Contents><Key>{k}</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>"
+        f"<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag><Size>{len(OBJECT)}</Size></Contents>"
+        for k in keys)
+    token = f"<NextContinuationToken>{next_token}</NextContinuationToken>" if next_token else ""
+    return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bucket</Name>'
+            f"<IsTruncated>{'true' if next_token else 'false'}</IsTruncated>{token}{contents}"
+            f"</ListBucketResult>").encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, headers=()):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        fault = self.server.fault
+        if "list-type" in query:
+            self.server.listings += 1
+            token = query.get("continuation-token", [""])[0]
+            if fault == "cycle":
+                nxt = {"": "A", "A": "B", "B": "A"}[token]
+                return self.reply(200, page([f"ds/{token or 'first'}-{self.server.listings}.bin"], nxt))
+            return self.reply(200, page(["ds/slow.bin"]))
+        if not self.server.armed:
+            return self.reply(200, OBJECT, [("ETag", '"0123456789abcdef0123456789abcdef"')])
+        # An object GET: the trickle.
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(OBJECT)))
+        self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+        self.end_headers()
+        try:
+            for b in OBJECT:
+                if self.server.closing:
+                    return
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:
+            pass
+
+    def do_HEAD(self):
+        self.reply(404, b"")
+
+
+class HostileS3:
+    def __init__(self, fault):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.fault, self.httpd.listings, self.httpd.closing, self.httpd.armed = fault, 0, False, False
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def arm(self):
+        self.httpd.armed = True
+
+    @property
+    def listings(self):
+        return self.httpd.listings
+
+    def close(self):
+        self.httpd.closing = True
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,68 @@
+"""The S3 source against a hostile server (tests/integration/hostile_s3.py): every wait has a
+bound. A trickling server cannot hold a reader forever; a listing whose continuation tokens cycle
+fails with one clear error instead of listing forever."""
+import errno
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from prepfs_harness import PREPFS_BIN, Prepfs, force_unmount
+from hostile_s3 import HostileS3
+
+
+@pytest.fixture(autouse=True)
+def anonymous(monkeypatch):
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+
+
+def test_a_trickling_server_cannot_hold_a_reader_forever(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("trickle") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=3"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            srv.arm()
+            result = {}
+
+            def reader():
+                t0 = time.time()
+                try:
+                    with open(fs.raw("slow.bin"), "rb") as f:
+                        result["data"] = f.read()
+                except OSError as e:
+                    result["errno"] = e.errno
+                result["seconds"] = time.time() - t0
+
+            t = threading.Thread(target=reader, daemon=True)
+            t.start()
+            t.join(30)  # 1000 bytes at 2 B/s would take 500 s
+            alive = t.is_alive()
+            if alive:
+                fs.stop()  # aborts the connection: the reader gets ENOTCONN and the test can end
+                t.join(10)
+            assert not alive, "the read was still waiting after 30 s"
+            assert result.get("errno") == errno.EIO, result
+            # One transfer (2 s) and retries within s3_retry_time (3 s), plus backoff.
+            assert result["seconds"] < 12, result
+            assert "timed out" in fs.log_text() or "Timeout" in fs.log_text()
+
+
+def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("cycle") as srv:
+        args = [PREPFS_BIN, "s3://bucket/ds", str(tmp_path / "mnt"), "-f", "-o",
+                f"ssd_dir={tmp_path}/ssd,s3_endpoint={srv.endpoint},s3_path_style=1"]
+        try:
+            res = subprocess.run(args, capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            force_unmount(str(tmp_path / "mnt"))
+            pytest.fail(f"still listing after 30 s ({srv.listings} pages)")
+        assert res.returncode != 0
+        errors = [l for l in res.stderr.splitlines() if " error: " in l or l.startswith("prepfs:")]
+        assert errors and all("continuation token" in l for l in errors), res.stderr
+        assert "terminate called" not in res.stderr
+        assert srv.listings < 10
