@@ -12,19 +12,6 @@ TierManager::TierManager(const CacheConfig& cfg) {
 
 TierManager::~TierManager() = default;
 
-ChunkRef TierManager::recent_get(const CacheKey& key) {
-  std::lock_guard lock(recent_mu_);
-  for (const auto& [k, c] : recent_)
-    if (c && k == key) return c;
-  return nullptr;
-}
-
-void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
-  std::lock_guard lock(recent_mu_);
-  recent_[recent_next_] = {key, chunk};
-  recent_next_ = (recent_next_ + 1) % kRecent;
-}
-
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit) {
   auto& pf = counters_.by_form[index_of(form)];
   // A last use takes a cached copy with it: nobody will ask for this entry again.
@@ -37,7 +24,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     bump(pf.ram_hit_bytes, hit->size());
     return served(std::move(hit));
   }
-  if (ChunkRef recent = recent_get(key)) return served(std::move(recent));
+  if (ChunkRef recent = ram_->get_recent(key)) return served(std::move(recent));
 
   std::promise<ChunkRef> promise;
   {
@@ -74,12 +61,10 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       bump(pf.ssd_hit_bytes, chunk->size());
       if (admit.last_use) ssd_->erase(key);
     }
-    // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
-    // queued, and may not be readable back for a while).
-    if (admit.ram)
-      ram_->put(key, chunk, form);
-    else if (!admit.last_use)
-      recent_put(key, chunk);
+    // Not kept in RAM (not admitted there, or refused): at hand for the file's next read requests
+    // all the same (an SSD admission is queued, and may not be readable back for a while).
+    const bool in_ram = admit.ram && ram_->put(key, chunk, form);
+    if (!in_ram && !admit.last_use) ram_->put_recent(key, chunk);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -91,16 +76,11 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
 
 ChunkRef TierManager::lookup(const CacheKey& key) {
   if (ChunkRef hit = ram_->get(key)) return hit;
-  if (ChunkRef recent = recent_get(key)) return recent;
+  if (ChunkRef recent = ram_->get_recent(key)) return recent;
   return ssd_ ? ssd_->get(key) : nullptr;
 }
 
 void TierManager::erase(const CacheKey& key) {
-  {
-    std::lock_guard lock(recent_mu_);
-    for (auto& [k, c] : recent_)
-      if (c && k == key) c.reset();
-  }
   ram_->erase(key);
   if (ssd_) ssd_->erase(key);
 }
@@ -122,10 +102,6 @@ TierStats TierManager::stats(Tier t) const {
 }
 
 void TierManager::evict_all() {
-  {
-    std::lock_guard lock(recent_mu_);
-    recent_.fill({});
-  }
   ram_->clear();
   if (ssd_) ssd_->clear();
 }

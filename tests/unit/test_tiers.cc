@@ -264,3 +264,39 @@ TEST(TierManager, SsdHitIsPromotedToRam) {
   EXPECT_EQ(load(tm.counters().ssd.hits), 1u);
   EXPECT_EQ(load(tm.counters().ram.hits), 1u);
 }
+
+// A chunk the RAM tier refuses (larger than its budget) is still at hand for the file's next
+// read requests: the kernel asks for one chunk in several requests, and each used to refetch it.
+TEST(TierManager, AChunkTheRamTierRefusesIsNotFetchedAgain) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{512 << 10, 0, dir.path(), "lru"});
+  int fills = 0;
+  auto fill = [&] {
+    fills++;
+    return chunk_of(test::pattern(1 << 20, 4));
+  };
+  for (int request = 0; request < 8; request++) tm.get_or_fill(key_for("big"), Form::raw, fill);
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(tm.stats(Tier::ram).entries, 0u);
+}
+
+// The recent fills live in the room the RAM tier's entries leave free, and give it back first.
+TEST(RamTier, RecentFillsCountAgainstTheBudget) {
+  TierCounters c;
+  const uint64_t mib = 1 << 20, budget = 24 * mib;
+  RamTier ram(budget, make_policy("lru"), c);
+  std::string one_mib = test::pattern(mib, 5);
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(ram.put_recent(key_for("r" + std::to_string(i)), chunk_of(one_mib)));
+  EXPECT_EQ(ram.recent_stats().bytes, budget);  // the oldest six gave way
+  EXPECT_FALSE(ram.get_recent(key_for("r0")));
+  EXPECT_TRUE(ram.get_recent(key_for("r29")));
+  for (int i = 0; i < 16; i++) ASSERT_TRUE(ram.put(key_for("e" + std::to_string(i)), chunk_of(one_mib), Form::raw));
+  EXPECT_EQ(ram.stats().bytes, 16 * mib);
+  EXPECT_EQ(ram.stats().bytes + ram.recent_stats().bytes, budget);
+  // Full of entries, the recent fills keep their floor (a read split into requests still needs them).
+  for (int i = 16; i < 24; i++) ASSERT_TRUE(ram.put(key_for("e" + std::to_string(i)), chunk_of(one_mib), Form::raw));
+  EXPECT_EQ(ram.stats().bytes, budget);
+  EXPECT_EQ(ram.recent_stats().bytes, RamTier::kRecentFloor);
+  EXPECT_TRUE(ram.get_recent(key_for("r29")));
+  EXPECT_FALSE(ram.put_recent(key_for("too big"), chunk_of(std::string(RamTier::kRecentFloor + 1, 'x'))));
+}

@@ -62,14 +62,14 @@ class TierManager {
   using Fill = FunctionRef<ChunkRef()>;
   // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
   // the same key wait for that one run) and admits what it returns to the tiers `admit` names
-  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk not admitted to RAM is kept
-  // among the last few such chunks, so the next read requests of the same file (the kernel splits
-  // a file into several) do not fetch or render it again; with admit.last_use it is kept nowhere
-  // and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
+  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk the RAM tier does not keep
+  // (not admitted, or refused) joins its recent fills, so the next read requests of the same file
+  // (the kernel splits a file into several) do not fetch or render it again; with admit.last_use
+  // it is kept nowhere and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
   // nothing is admitted then.
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {});
 
-  // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
+  // The chunk if a tier holds it (RAM, its recent fills, then SSD), without
   // filling or admitting anything.
   ChunkRef lookup(const CacheKey& key);
   void erase(const CacheKey& key);  // from both tiers
@@ -92,13 +92,6 @@ class TierManager {
   CacheCounters counters_;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
-  ChunkRef recent_get(const CacheKey& key);
-  void recent_put(const CacheKey& key, const ChunkRef& chunk);
-
-  static constexpr size_t kRecent = 32;  // fills admitted nowhere, kept for the next requests
-  std::mutex recent_mu_;
-  std::array<std::pair<CacheKey, ChunkRef>, kRecent> recent_{};
-  size_t recent_next_ = 0;
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
 };
