@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -88,6 +89,15 @@ SampleShapes shapes_from(const Options& o) {
 unsigned transform_cores(const Options& o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
+}
+
+// The default transform budget: 128 MiB per transform core (a 12-megapixel photo at its peak),
+// at least 512 MiB, at most a quarter of the machine's memory.
+uint64_t transform_mem(const Options& o, unsigned cores) {
+  if (o.transform_mem) return o.transform_mem;
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t by_cores = std::max<uint64_t>(512ull << 20, uint64_t(cores) * (128ull << 20));
+  return std::max<uint64_t>(64ull << 20, std::min(by_cores, physical / 4));
 }
 
 CacheConfig cache_config(const Options& o, const std::string& cache_dir) {
@@ -179,6 +189,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.fast.dct_scale = opts.fast_paths;
   rc.seed = opts.seed;
   rc.cpu = transform_cores(opts);
+  rc.transform_mem = transform_mem(opts, rc.cpu);
+  rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer);
 
@@ -247,7 +259,8 @@ std::string Daemon::summary() const {
   const Parts& p = *p_;
   return "serving " + p.opts.source + " at " + p.opts.mountpoint + " (" + std::to_string(p.tree->size()) +
          " entries, index " + (p.index_reused ? "reused" : "scanned") + ", ram " + format_size(p.opts.ram_bytes) +
-         ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ")";
+         ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ", transform_mem " +
+         format_size(p.renderer->config().transform_mem) + ")";
 }
 
 }  // namespace prepfs

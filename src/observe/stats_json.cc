@@ -66,7 +66,7 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)"
       "\n"
-      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)"
+      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}, "memory_waits": {}, "timeouts": {}}},)"
       "\n"
       R"(  "index": {{"entries": {}, "files": {}, "images": {}, "memory_bytes": {}}}{})"
       "\n"
@@ -75,8 +75,8 @@ std::string render_stats_json(const StatsSources& s) {
       tier_json(cc.ram, cache.stats(Tier::ram)), tier_json(cc.ssd, cache.stats(Tier::ssd)), load(cc.fills),
       load(cc.fill_errors), load(cc.joined), recent.bytes, recent.entries, load(fc.reads), load(fc.read_bytes),
       load(fc.read_errors), load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented),
-      load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(),
-      s.tree.file_count(), s.tree.image_count(), s.tree.memory_bytes(),
+      load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), load(rc.memory_waits),
+      load(rc.timeouts), s.tree.size(), s.tree.file_count(), s.tree.image_count(), s.tree.memory_bytes(),
       profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string());
 }
 
