@@ -1,13 +1,24 @@
 #include "prepfs/cache/tier_manager.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cerrno>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/log_limiter.h"
 
 namespace prepfs {
 
-TierManager::TierManager(const CacheConfig& cfg) {
+namespace {
+LogLimiter g_join_timeout_log;
+}  // namespace
+
+TierManager::TierManager(const CacheConfig& cfg) : cfg_(cfg) {
   ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1), counters_.ram);
   if (cfg.ssd_bytes > 0)
-    ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2), counters_.ssd);
+    ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2), counters_.ssd,
+                                     cfg.ssd_options);
 }
 
 TierManager::~TierManager() = default;
@@ -34,6 +45,14 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       std::shared_future<ChunkRef> pending = it->second;
       lock.unlock();
       bump(counters_.joined);
+      if (pending.wait_for(cfg_.fill_wait) != std::future_status::ready) {
+        bump(counters_.join_timeouts);
+        const auto secs = std::chrono::duration<double>(cfg_.fill_wait).count();
+        if (g_join_timeout_log.allow())
+          spdlog::warn(
+              "cache: a read waited {:.3g} s for another reader's fetch of the same data; giving up (ETIMEDOUT)", secs);
+        throw Error(ETIMEDOUT, "waited " + fmt::format("{:.3g}", secs) + " s for another reader's fill");
+      }
       return served(pending.get());  // rethrows the filler's error
     }
     inflight_.emplace(key, promise.get_future().share());
@@ -106,8 +125,6 @@ void TierManager::evict_all() {
   if (ssd_) ssd_->clear();
 }
 
-void TierManager::flush() {
-  if (ssd_) ssd_->flush();
-}
+bool TierManager::flush(std::chrono::milliseconds timeout) { return !ssd_ || ssd_->flush(timeout); }
 
 }  // namespace prepfs

@@ -291,10 +291,15 @@ void finalize_options(Options& o) {
     if (geteuid() == 0) {
       o.ssd_dir = "/var/cache/prepfs";
     } else {
+      // Never a shared fallback such as /tmp: the cache holds bytes served as the source's.
       const char* xdg = std::getenv("XDG_CACHE_HOME");
       const char* home = std::getenv("HOME");
-      o.ssd_dir =
-          xdg && *xdg ? std::string(xdg) + "/prepfs" : std::string(home && *home ? home : "/tmp") + "/.cache/prepfs";
+      if (xdg && *xdg == '/')
+        o.ssd_dir = std::string(xdg) + "/prepfs";
+      else if (home && *home == '/')
+        o.ssd_dir = std::string(home) + "/.cache/prepfs";
+      else
+        throw Error(EINVAL, "no ssd_dir given and neither HOME nor XDG_CACHE_HOME is set: give -o ssd_dir=DIR");
     }
   }
 }

@@ -2,10 +2,13 @@
 which cache directories the daemon refuses to trust."""
 import hashlib
 import os
+import stat
+import subprocess
 
 import pytest
 
-from prepfs_harness import Prepfs, SlowFs, drop_page_cache, sha256_file
+from prepfs_harness import (PREPFS_BIN, Prepfs, SlowFs, assert_one_clear_line, drop_page_cache, force_unmount,
+                            is_mounted, sha256_file)
 
 
 @pytest.fixture
@@ -33,3 +36,61 @@ def test_a_chunk_the_ram_tier_refuses_is_fetched_once_per_pass(env):
     # One pass: every byte once (the page cache may re-ask for a page; allow 10%).
     assert size <= fetched <= size * 1.1, fetched / size
     assert source_side <= size * 1.1, source_side / size
+
+
+def run_cli(*args):
+    """prepfs in the foreground, expected to fail at once (a mount it should have refused is
+    unmounted, so a failing test leaves nothing behind)."""
+    try:
+        return subprocess.run([PREPFS_BIN, *map(str, args)], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        force_unmount(os.path.join(str(args[1]), ".prepfs"))
+        force_unmount(str(args[1]))
+        raise
+
+
+def test_an_ssd_dir_others_can_write_or_own_is_refused(env):
+    (env / "src" / "f").write_bytes(b"x")
+    shared = env / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    res = run_cli(env / "src", env / "mnt", "-f", "-o", f"ssd_dir={shared}")
+    assert_one_clear_line(res, "ssd_dir", str(shared), "writable by its group or by others")
+    foreign = env / "foreign"
+    foreign.mkdir()
+    os.chown(foreign, 4242, 4242)
+    res = run_cli(env / "src", env / "mnt", "-f", "-o", f"ssd_dir={foreign}")
+    assert_one_clear_line(res, "ssd_dir", "owned by uid 4242")
+    assert not is_mounted(env / "mnt")
+
+
+def test_the_cache_directory_and_index_are_private(env):
+    (env / "src" / "f").write_bytes(b"x" * 5000)
+    # ssd_dir itself may be reached through a symlink (the user's choice); below it, nothing is.
+    (env / "real-ssd").mkdir()
+    os.symlink(env / "real-ssd", env / "ssd")
+    with Prepfs(env / "src", env / "mnt", env / "ssd") as fs:
+        assert open(fs.raw("f"), "rb").read() == b"x" * 5000
+    cache_dirs = [d for d in (env / "real-ssd").iterdir() if d.is_dir()]
+    assert len(cache_dirs) == 1
+    cache = cache_dirs[0]
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache / "index.bin").st_mode) == 0o600
+    for d, dirs, files in os.walk(cache):
+        for n in dirs:
+            assert stat.S_IMODE(os.lstat(os.path.join(d, n)).st_mode) == 0o700, os.path.join(d, n)
+        for n in files:
+            assert stat.S_IMODE(os.lstat(os.path.join(d, n)).st_mode) & 0o077 == 0, os.path.join(d, n)
+    # An index.bin left world-readable by an older version is made private at the next mount.
+    os.chmod(cache / "index.bin", 0o644)
+    with Prepfs(env / "src", env / "mnt", env / "ssd"):
+        pass
+    assert stat.S_IMODE(os.stat(cache / "index.bin").st_mode) == 0o600
+
+
+def test_without_home_a_user_must_name_the_ssd_dir(env):
+    # There used to be a /tmp fallback: a cache any local user could plant files in.
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
+                          "PATH=/usr/bin:/bin", PREPFS_BIN, str(env / "src"), str(env / "mnt"), "-f"],
+                         capture_output=True, text=True, timeout=60)
+    assert_one_clear_line(res, "HOME", "ssd_dir")
