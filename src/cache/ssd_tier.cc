@@ -26,7 +26,8 @@ SsdTier::SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<Evicti
       dir_(dir),
       counters_(counters),
       configured_budget_(budget),
-      planned_(budget, std::move(policy)) {
+      planned_(budget, std::move(policy)),
+      spare_(budget, make_policy("lru")) {
   std::string probe;
   int fd = dir_.create_temp(CacheKey{}, &probe);
   if (fd < 0) throw_errno(errno, "ssd_dir " + dir + " is not writable");
@@ -53,8 +54,8 @@ SsdTier::~SsdTier() {
   writer_.join();
 }
 
-std::string SsdTier::path_of(const CacheKey& key, Form form) const {
-  return dir_.path_of(key, entry_name(key, form, false));
+std::string SsdTier::path_of(const CacheKey& key, Form form, bool spare) const {
+  return dir_.path_of(key, entry_name(key, form, spare));
 }
 
 void SsdTier::load_existing() {
@@ -75,12 +76,16 @@ void SsdTier::load_existing() {
     found.push_back(
         {*name, static_cast<uint64_t>(st.st_size), int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
   });
-  // Oldest first, so an LRU policy starts with a sensible order.
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  // Planned entries first (spares only fill what they leave), each oldest first so an LRU policy
+  // starts with a sensible order.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return a.name.spare != b.name.spare ? !a.name.spare : a.mtime < b.mtime;
+  });
   Names gone;
   for (const Found& f : found) {
-    const Job job{f.name.key, nullptr, f.name.form};
-    if (f.name.spare || names_.count(f.name.key) || !admit_planned(job, f.size, &gone)) {
+    const Job job{f.name.key, nullptr, f.name.form, f.name.spare};
+    const bool duplicate = names_.count(f.name.key) != 0;  // a spare next to its planned entry
+    if (duplicate || !(f.name.spare ? admit_spare(job, f.size, &gone) : admit_planned(job, f.size, &gone))) {
       junk.emplace_back(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare));
       continue;
     }
@@ -89,7 +94,8 @@ void SsdTier::load_existing() {
   unlink_all(junk);
   unlink_all(gone);
   if (!found.empty())
-    spdlog::info("ssd tier: {} entries ({} bytes) found in {}", planned_.entries(), planned_.bytes(), dir_.path());
+    spdlog::info("ssd tier: {} entries ({} bytes) and {} spare copies ({} bytes) found in {}", planned_.entries(),
+                 planned_.bytes(), spare_.entries(), spare_.bytes(), dir_.path());
 }
 
 void SsdTier::collect(const std::vector<CacheKey>& evicted, Names* gone) {
@@ -106,11 +112,24 @@ bool SsdTier::admit_planned(const Job& job, uint64_t size, Names* gone) {
   std::vector<CacheKey> evicted;
   if (!planned_.admit(job.key, size, job.form, &evicted)) return false;
   collect(evicted, gone);
+  evicted.clear();
+  // Spare copies give way to planned entries.
+  spare_.set_budget(planned_.budget() - std::min(planned_.budget(), planned_.bytes()), &evicted);
+  collect(evicted, gone);
   return true;
+}
+
+bool SsdTier::admit_spare(const Job& job, uint64_t size, Names* gone) {
+  std::vector<CacheKey> evicted;
+  spare_.set_budget(planned_.budget() - std::min(planned_.budget(), planned_.bytes()), &evicted);
+  const bool admitted = spare_.admit(job.key, size, job.form, &evicted);  // older spares only
+  collect(evicted, gone);
+  return admitted;
 }
 
 void SsdTier::forget(const CacheKey& key, Names* gone) {
   planned_.remove(key);
+  spare_.remove(key);
   auto it = names_.find(key);
   if (it == names_.end()) return;
   gone->emplace_back(key, entry_name(key, it->second.form, it->second.spare));
@@ -120,6 +139,7 @@ void SsdTier::forget(const CacheKey& key, Names* gone) {
 void SsdTier::set_budget(uint64_t budget, Names* gone) {
   std::vector<CacheKey> evicted;
   planned_.set_budget(budget, &evicted);
+  spare_.set_budget(budget - std::min(budget, planned_.bytes()), &evicted);
   collect(evicted, gone);
 }
 
@@ -137,7 +157,7 @@ ChunkRef SsdTier::get(const CacheKey& key) {
       return nullptr;
     }
     name = it->second;
-    planned_.touch(key);
+    (name.spare ? spare_ : planned_).touch(key);
   }
   const std::string file = entry_name(key, name.form, name.spare);
   // Drops the entry unless it was rewritten meanwhile (then the new write owns the name).
@@ -194,22 +214,36 @@ ChunkRef SsdTier::get(const CacheKey& key) {
   return chunk;
 }
 
+bool SsdTier::enqueue(Job job, uint64_t queue_limit) {
+  {
+    std::lock_guard lock(q_mu_);
+    if (queued_bytes_ + job.chunk->size() > queue_limit || queue_.size() >= opts_.max_pending_jobs) {
+      bump(counters_.rejected);
+      return false;
+    }
+    queued_bytes_ += job.chunk->size();
+    queue_.push_back(std::move(job));
+  }
+  q_cv_.notify_one();
+  return true;
+}
+
 bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form) {
   {
     std::lock_guard lock(mu_);
     if (planned_.contains(key)) return true;
   }
+  return enqueue(Job{key, std::move(chunk), form, false}, opts_.max_pending_bytes);
+}
+
+bool SsdTier::put_spare_async(const CacheKey& key, ChunkRef chunk, Form form) {
   {
-    std::lock_guard lock(q_mu_);
-    if (queued_bytes_ + chunk->size() > opts_.max_pending_bytes || queue_.size() >= opts_.max_pending_jobs) {
-      bump(counters_.rejected);
-      return false;
-    }
-    queued_bytes_ += chunk->size();
-    queue_.push_back(Job{key, std::move(chunk), form});
+    std::lock_guard lock(mu_);
+    if (names_.count(key)) return true;
+    // Room left by planned entries only; spares never displace them.
+    if (planned_.bytes() + entry_size(*chunk) > planned_.budget()) return false;
   }
-  q_cv_.notify_one();
-  return true;
+  return enqueue(Job{key, std::move(chunk), form, true}, opts_.max_pending_bytes / 2);
 }
 
 bool SsdTier::flush(std::chrono::milliseconds timeout) {
@@ -249,7 +283,7 @@ void SsdTier::maybe_reprobe() {
   }
   const uint64_t free = opts_.free_bytes();
   std::lock_guard lock(mu_);
-  const uint64_t used = planned_.bytes();
+  const uint64_t used = planned_.bytes() + spare_.bytes();
   // Keep a tenth of the free space as margin: other users of the disk may be growing too.
   const uint64_t room = std::min(configured_budget_, used + free / 10 * 9);
   if (room <= planned_.budget()) return;
@@ -267,12 +301,15 @@ void SsdTier::write_entry(const Job& job) {
   {
     std::lock_guard lock(mu_);
     if (doomed_.erase(job.key)) return;
-    if (names_.count(job.key)) return;  // already there
-    // Space is reserved before the write so the files on disk never exceed the budget.
-    admitted = admit_planned(job, disk_size, &gone);
+    auto it = names_.find(job.key);
+    if (it != names_.end() && (job.spare || !it->second.spare)) return;  // already there
+    // Space is reserved before the write so the files on disk never exceed the budget. A planned
+    // entry replaces a spare copy of the same key (written anew: the spare goes).
+    if (it != names_.end()) forget(job.key, &gone);
+    admitted = job.spare ? admit_spare(job, disk_size, &gone) : admit_planned(job, disk_size, &gone);
     if (admitted) {
       pending_.insert(job.key);
-      names_[job.key] = EntryName{job.key, job.form, false};
+      names_[job.key] = EntryName{job.key, job.form, job.spare};
     }
   }
   unlink_all(gone);
@@ -284,7 +321,7 @@ void SsdTier::write_entry(const Job& job) {
   const uint64_t t0 = steady_ns();
   const int err = write_file(job);
   const uint64_t io_ns = steady_ns() - t0;
-  const std::string name = entry_name(job.key, job.form, false);
+  const std::string name = entry_name(job.key, job.form, job.spare);
   gone.clear();
   {
     std::lock_guard lock(mu_);
@@ -298,12 +335,13 @@ void SsdTier::write_entry(const Job& job) {
       return;
     } else {
       planned_.remove(job.key);
+      spare_.remove(job.key);
       names_.erase(job.key);
       bump(counters_.write_errors);
       if (err == ENOSPC || err == EDQUOT) {
         // The disk holds less than the budget promised: live within what it does hold, and look
         // again later (maybe_reprobe) in case room comes back.
-        const uint64_t lowered = planned_.bytes() / 10 * 9;
+        const uint64_t lowered = (planned_.bytes() + spare_.bytes()) / 10 * 9;
         if (!full_logged_)
           spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes (probed again every {} s)",
                        dir_.path(), planned_.budget(), lowered, opts_.reprobe_interval.count() / 1000);
@@ -333,7 +371,7 @@ int SsdTier::write_file(const Job& job) {
     err = e.err();
   }
   ::close(fd);
-  if (err == 0) err = dir_.publish(temp, job.key, entry_name(job.key, job.form, false));
+  if (err == 0) err = dir_.publish(temp, job.key, entry_name(job.key, job.form, job.spare));
   if (err != 0) dir_.discard_temp(temp);
   return err;
 }
@@ -416,12 +454,22 @@ size_t SsdTier::queued_jobs() {
 
 bool SsdTier::contains(const CacheKey& key) const {
   std::lock_guard lock(mu_);
-  return names_.count(key) != 0;
+  return planned_.contains(key);
+}
+
+bool SsdTier::contains_spare(const CacheKey& key) const {
+  std::lock_guard lock(mu_);
+  return spare_.contains(key);
 }
 
 TierStats SsdTier::stats() const {
   std::lock_guard lock(mu_);
   return planned_.stats();
+}
+
+SpareStats SsdTier::spare_stats() const {
+  std::lock_guard lock(mu_);
+  return SpareStats{spare_.bytes(), spare_.entries()};
 }
 
 }  // namespace prepfs

@@ -69,6 +69,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
 
   try {
     ChunkRef chunk = ssd_ ? ssd_->get(key) : nullptr;
+    const bool from_fill = !chunk;  // an SSD hit is on the SSD already
     if (!chunk) {
       bump(counters_.fills);
       chunk = fill();
@@ -84,6 +85,8 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     // all the same (an SSD admission is queued, and may not be readable back for a while).
     const bool in_ram = admit.ram && ram_->put(key, chunk, form);
     if (!in_ram && !admit.last_use) ram_->put_recent(key, chunk);
+    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts).
+    if (in_ram && ssd_ && !admit.ssd && from_fill) ssd_->put_spare_async(key, chunk, form);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {

@@ -507,3 +507,83 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(filler.get(), "late");
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
+
+// What the RAM tier keeps is also written to the SSD tier as a spare copy (the placement keeps it
+// in RAM only), so a restart over the same directory starts warm.
+TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
+  test::TempDir dir;
+  const Admission ram_only{true, false, false};
+  {
+    TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+    tm.get_or_fill(
+        key_for("x"), Form::raw, [] { return chunk_of("from source"); }, ram_only);
+    ASSERT_TRUE(tm.flush());
+    EXPECT_EQ(tm.ssd()->spare_stats().entries, 1u);
+    EXPECT_EQ(tm.stats(Tier::ssd).entries, 0u);  // not a planned entry: the quotas do not see it
+  }
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  int fills = 0;
+  EXPECT_EQ(str(tm.get_or_fill(
+                key_for("x"), Form::raw,
+                [&] {
+                  fills++;
+                  return chunk_of("WRONG");
+                },
+                ram_only)),
+            "from source");
+  EXPECT_EQ(fills, 0);
+}
+
+// Spare copies use only the room planned entries leave, give it back first, and sit outside the
+// per-form quotas.
+TEST(SsdTier, SpareCopiesNeverDisplacePlannedEntries) {
+  test::TempDir dir;
+  TierCounters c;
+  const uint64_t entry = 1000 + sizeof(SsdEntryHeader);
+  SsdTier ssd(dir.path(), 3 * entry, make_policy("lru"), c);
+  ssd.set_form_quotas({3 * entry, 0, 0});
+  auto data = [](int i) { return chunk_of(test::pattern(1000, i)); };
+  for (const char* k : {"s1", "s2", "s3"}) ASSERT_TRUE(ssd.put_spare_async(key_for(k), data(1), Form::decoded));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.spare_stats().entries, 3u);  // the decoded quota is 0: spares are outside it
+  ASSERT_TRUE(ssd.put_async(key_for("p1"), data(2), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 1u);
+  EXPECT_EQ(ssd.spare_stats().entries, 2u);
+  EXPECT_FALSE(ssd.contains_spare(key_for("s1")));  // the oldest spare gave way
+  EXPECT_TRUE(ssd.contains_spare(key_for("s2")));
+  for (const char* k : {"p2", "p3"}) ASSERT_TRUE(ssd.put_async(key_for(k), data(3), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 3u);
+  EXPECT_EQ(ssd.spare_stats().entries, 0u);
+  EXPECT_FALSE(ssd.put_spare_async(key_for("s4"), data(4), Form::raw));  // no room left by planned entries
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 3u);
+  EXPECT_EQ(files_under(dir.path()), 3u);
+  EXPECT_TRUE(ssd.get(key_for("p1")));
+}
+
+// A spare copy survives a restart as a spare (its own file name), and a planned write of the same
+// key replaces it.
+TEST(SsdTier, SpareCopiesSurviveARestartAsSpares) {
+  test::TempDir dir;
+  const uint64_t budget = 1 << 20;
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+    ASSERT_TRUE(ssd.put_spare_async(key_for("s"), chunk_of("spare"), Form::raw));
+    ASSERT_TRUE(ssd.flush());
+    EXPECT_TRUE(std::filesystem::exists(ssd.path_of(key_for("s"), Form::raw, true)));
+  }
+  TierCounters c;
+  SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+  EXPECT_EQ(ssd.spare_stats().entries, 1u);
+  EXPECT_EQ(ssd.stats().entries, 0u);
+  EXPECT_EQ(str(ssd.get(key_for("s"))), "spare");
+  ASSERT_TRUE(ssd.put_async(key_for("s"), chunk_of("spare"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.spare_stats().entries, 0u);
+  EXPECT_EQ(ssd.stats().entries, 1u);
+  EXPECT_EQ(files_under(dir.path()), 1u);
+  EXPECT_EQ(str(ssd.get(key_for("s"))), "spare");
+}

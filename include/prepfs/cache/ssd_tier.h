@@ -5,6 +5,12 @@
 // load when the disk is slower than the source. Survives restarts: the index is rebuilt from the
 // directory at start.
 //
+// Two kinds of entries share the budget. Planned entries are what the partition places here
+// (per-form quotas apply). Spare copies are what the RAM tier holds, written while the budget has
+// room so that a restart starts warm: they use only the room planned entries leave free, are the
+// first to go when a planned entry needs it (then the oldest spare first), are outside the quotas,
+// and are files of their own name (".spare"), so a restart tells them apart.
+//
 // No file-system call happens under the tier's lock, and every wait is bounded.
 #pragma once
 
@@ -27,7 +33,8 @@
 namespace prepfs {
 
 struct SsdTierOptions {
-  // Room for a burst of misses (a cold epoch over a fast source) without dropping admissions.
+  // Room for a burst of misses (a cold epoch over a fast source) without dropping admissions;
+  // spare copies get half of it, so they never crowd out planned writes.
   uint64_t max_pending_bytes = 256ull << 20;
   size_t max_pending_jobs = 65536;
   // After the disk filled up (ENOSPC) the budget is lowered to what fits; free space is probed
@@ -41,6 +48,11 @@ struct SsdTierOptions {
   std::function<uint64_t()> free_bytes;
 };
 
+struct SpareStats {
+  uint64_t bytes = 0;
+  size_t entries = 0;
+};
+
 class SsdTier {
  public:
   // dir is created if needed (mode 0700) and must be private. Throws Error when it cannot be
@@ -50,8 +62,12 @@ class SsdTier {
   ~SsdTier();  // lands queued writes (for at most drain_timeout), so a clean stop keeps them
 
   ChunkRef get(const CacheKey& key);  // null on a miss, and on a corrupt entry (then removed)
-  // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
+  // Queues a write of a planned entry; false when the queue is full (the entry is simply not
+  // cached on SSD).
   bool put_async(const CacheKey& key, ChunkRef chunk, Form form);
+  // Queues a spare copy of an entry the RAM tier holds; false when there is no room for it (in the
+  // budget planned entries leave free, or in its half of the queue).
+  bool put_spare_async(const CacheKey& key, ChunkRef chunk, Form form);
   void erase(const CacheKey& key);
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   // Waits until the queue is empty and the writer idle, at most `timeout`; false on a timeout.
@@ -60,21 +76,25 @@ class SsdTier {
   // the writer has in hand is doomed (it removes it when done).
   void clear();
 
-  TierStats stats() const;  // budget (as lowered when full), bytes and entries, per form too
-  bool contains(const CacheKey& key) const;
-  uint64_t queued_bytes();  // bytes waiting in the write queue
-  size_t queued_jobs();     // entries waiting in the write queue
+  TierStats stats() const;  // planned entries: budget (as lowered when full), bytes, per form
+  SpareStats spare_stats() const;
+  bool contains(const CacheKey& key) const;        // a planned entry
+  bool contains_spare(const CacheKey& key) const;  // a spare copy
+  uint64_t queued_bytes();                         // bytes waiting in the write queue
+  size_t queued_jobs();                            // entries waiting in the write queue
   // Where an entry's file is (for tests and tools).
-  std::string path_of(const CacheKey& key, Form form) const;
+  std::string path_of(const CacheKey& key, Form form, bool spare = false) const;
 
  private:
   struct Job {
     CacheKey key;
     ChunkRef chunk;
     Form form;
+    bool spare;
   };
   using Names = std::vector<std::pair<CacheKey, std::string>>;  // files to unlink
 
+  bool enqueue(Job job, uint64_t queue_limit);
   void load_existing();
   void writer_loop();
   void write_entry(const Job& job);
@@ -84,6 +104,7 @@ class SsdTier {
 
   // Under mu_: index changes, each collecting the files to unlink once the lock is dropped.
   bool admit_planned(const Job& job, uint64_t size, Names* gone);
+  bool admit_spare(const Job& job, uint64_t size, Names* gone);
   void forget(const CacheKey& key, Names* gone);  // from whichever index holds it
   void collect(const std::vector<CacheKey>& evicted, Names* gone);
   void set_budget(uint64_t budget, Names* gone);
@@ -93,8 +114,9 @@ class SsdTier {
   TierCounters& counters_;
   const uint64_t configured_budget_;
 
-  mutable std::mutex mu_;                                        // guards everything down to the queue's own lock
-  TierIndex planned_;                                            // the entries the partition places here
+  mutable std::mutex mu_;  // guards everything down to the queue's own lock
+  TierIndex planned_;
+  TierIndex spare_;                                              // LRU; its budget is what planned_ leaves free
   std::unordered_map<CacheKey, EntryName, CacheKeyHash> names_;  // every indexed or pending key
   std::unordered_set<CacheKey, CacheKeyHash> pending_;           // admitted, not yet renamed into place
   // Erased while the writer had them in hand: the writer drops them instead of landing them.

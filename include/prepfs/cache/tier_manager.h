@@ -73,7 +73,8 @@ class TierManager {
   // (the kernel splits a file into several) do not fetch or render it again; with admit.last_use
   // it is kept nowhere and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
   // nothing is admitted then. A caller waiting for another's fill gives up after cfg.fill_wait
-  // (ETIMEDOUT).
+  // (ETIMEDOUT). Whatever RAM keeps is also queued to the SSD tier as a spare copy while the SSD
+  // budget has room, so a restart starts warm (see SsdTier).
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {});
 
   // The chunk if a tier holds it (RAM, its recent fills, then SSD), without
