@@ -95,7 +95,7 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
 ChunkRef SampleStore::decoded(const Sample& s) {
   renderer_.check_renderable(s);
   return cache_.get_or_fill(
-      key(s, Form::decoded, 0, 0), Form::decoded, [&] { return renderer_.decoded(s, jpeg(s)); },
+      key(s, Form::decoded, 0, 0), Form::decoded, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); },
       admission(s, Form::decoded));
 }
 
