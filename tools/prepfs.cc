@@ -2,6 +2,7 @@
 // from a RAM + SSD cache. This file parses the command line, daemonizes, builds the Daemon and
 // its front doors (the FUSE mount, the optional metrics endpoint) and waits for a signal.
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -98,6 +99,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "prepfs: %s\n", e.what());
     return 2;
   }
+
+  // The memory budgets (ram=, transform_mem=) bound what the daemon holds; glibc must not keep
+  // much more than that after it is freed. Buffers over 2 MiB (decoded images, libjpeg's
+  // coefficient buffers) are mapped and unmapped instead of lingering in per-thread arenas, and
+  // the arenas are few. Measured over 64 readers of decoded/ and augmented/ with ram=128M and
+  // transform_mem=256M: a peak RSS of 407 MiB with glibc's defaults, 225 MiB with these.
+  mallopt(M_MMAP_THRESHOLD, 2 << 20);
+  mallopt(M_ARENA_MAX, 8);
 
   // Background mode forks before any thread exists; the parent waits until the child reports
   // that the mount answers (or why it failed), so errors still reach the terminal.

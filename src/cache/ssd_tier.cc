@@ -1,54 +1,51 @@
 #include "prepfs/cache/ssd_tier.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "prepfs/common/error.h"
-#include "prepfs/common/fs_util.h"
 #include "prepfs/io/uring.h"
 
 namespace prepfs {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'R', 'E', 'P', 'F', 'S', 'C', '\0'};
-const char kFormSuffix[kForms] = {'r', 'd', 'a'};
+using Clock = std::chrono::steady_clock;
 
-uint64_t header_checksum(const SsdEntryHeader& h) { return XXH3_64bits(&h, offsetof(SsdEntryHeader, header_checksum)); }
-
-std::atomic<uint64_t> g_tmp_seq{0};
+uint64_t entry_size(const Chunk& c) { return c.size() + sizeof(SsdEntryHeader); }
 
 }  // namespace
 
 SsdTier::SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy,
-                 TierCounters& counters, SampleResidency* residency)
-    : dir_(dir), counters_(counters), index_(budget, std::move(policy), residency) {
-  mkdir_p(dir_ + "/chunks");
-  mkdir_p(dir_ + "/tmp");
-  // Leftovers of a crash mid-write: never renamed into place, so never valid entries.
-  if (DIR* d = opendir((dir_ + "/tmp").c_str())) {
-    while (dirent* de = readdir(d))
-      if (de->d_name[0] != '.') unlinkat(dirfd(d), de->d_name, 0);
-    closedir(d);
-  }
-  std::string probe = dir_ + "/tmp/.probe";
-  int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw_errno(errno, "ssd_dir " + dir_ + " is not writable");
+                 TierCounters& counters, SsdTierOptions opts, SampleResidency* residency)
+    : opts_(std::move(opts)),
+      dir_(dir),
+      counters_(counters),
+      configured_budget_(budget),
+      planned_(budget, std::move(policy), residency),
+      spare_(budget, make_policy("lru"), residency) {
+  std::string probe;
+  int fd = dir_.create_temp(CacheKey{}, &probe);
+  if (fd < 0) throw_errno(errno, "ssd_dir " + dir + " is not writable");
   ::close(fd);
-  ::unlink(probe.c_str());
+  dir_.discard_temp(probe);
+  if (!opts_.free_bytes) opts_.free_bytes = [this] { return dir_.free_bytes(); };
   load_existing();
   writer_ = std::thread([this] { writer_loop(); });
 }
 
 SsdTier::~SsdTier() {
+  if (!flush(opts_.drain_timeout)) {
+    std::lock_guard lock(q_mu_);
+    spdlog::warn("ssd tier: the disk did not take {} queued writes in {} ms; dropping them", queue_.size(),
+                 opts_.drain_timeout.count());
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
   {
     std::lock_guard lock(q_mu_);
     stop_ = true;
@@ -57,117 +54,138 @@ SsdTier::~SsdTier() {
   writer_.join();
 }
 
-std::string SsdTier::path_of(const CacheKey& key, Form form) const {
-  std::string hex = key.hex();
-  return dir_ + "/chunks/" + hex.substr(0, 2) + "/" + hex + "-" + kFormSuffix[static_cast<int>(form)];
-}
-
-std::string SsdTier::find_path(const CacheKey& key) const {
-  auto it = forms_.find(key);
-  return path_of(key, it == forms_.end() ? Form::raw : it->second);
+std::string SsdTier::path_of(const CacheKey& key, Form form, bool spare) const {
+  return dir_.path_of(key, entry_name(key, form, spare));
 }
 
 void SsdTier::load_existing() {
   struct Found {
-    CacheKey key;
-    Form form;
+    EntryName name;
     uint64_t size;
     int64_t mtime;
   };
   std::vector<Found> found;
-  std::string chunks = dir_ + "/chunks";
-  DIR* top = opendir(chunks.c_str());
-  if (!top) throw_errno(errno, "opendir " + chunks);
-  while (dirent* sub = readdir(top)) {
-    if (sub->d_name[0] == '.') continue;
-    std::string subdir = chunks + "/" + sub->d_name;
-    DIR* d = opendir(subdir.c_str());
-    if (!d) continue;
-    while (dirent* de = readdir(d)) {
-      std::string name = de->d_name;
-      CacheKey key;
-      if (name.size() != 34 || name[32] != '-' || !CacheKey::from_hex(name.substr(0, 32), &key)) continue;
-      const char* suffix = std::find(kFormSuffix, kFormSuffix + kForms, name[33]);
-      struct stat st;
-      if (suffix == kFormSuffix + kForms || fstatat(dirfd(d), de->d_name, &st, 0) != 0) continue;
-      if (static_cast<uint64_t>(st.st_size) < sizeof(SsdEntryHeader)) {
-        unlinkat(dirfd(d), de->d_name, 0);
-        continue;
-      }
-      found.push_back({key, static_cast<Form>(suffix - kFormSuffix), static_cast<uint64_t>(st.st_size),
-                       int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
+  Names junk;
+  dir_.for_each_file([&](const std::string& file, const struct stat& st) {
+    std::optional<EntryName> name = parse_entry_name(file);
+    if (!name) return;
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) < sizeof(SsdEntryHeader)) {
+      junk.emplace_back(name->key, file);  // a torn entry, or a symlink where an entry belongs
+      return;
     }
-    closedir(d);
-  }
-  closedir(top);
-  // Oldest first, so an LRU policy starts with a sensible order.
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
-  std::vector<CacheKey> evicted;
+    found.push_back(
+        {*name, static_cast<uint64_t>(st.st_size), int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
+  });
+  // Planned entries first (spares only fill what they leave), each oldest first so an LRU policy
+  // starts with a sensible order.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return a.name.spare != b.name.spare ? !a.name.spare : a.mtime < b.mtime;
+  });
+  Names gone;
   for (const Found& f : found) {
-    forms_[f.key] = f.form;
-    if (!index_.admit(f.key, f.size, f.form, &evicted)) {
-      ::unlink(path_of(f.key, f.form).c_str());
-      forms_.erase(f.key);
+    const Job job{f.name.key, nullptr, f.name.form, f.name.spare, kNoSample};  // its sample is learnt on a hit
+    const bool duplicate = names_.count(f.name.key) != 0;  // a spare next to its planned entry
+    if (duplicate || !(f.name.spare ? admit_spare(job, f.size, &gone) : admit_planned(job, f.size, &gone))) {
+      junk.emplace_back(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare));
+      continue;
     }
+    names_[f.name.key] = f.name;
   }
-  unlink_keys(evicted);
+  unlink_all(junk);
+  unlink_all(gone);
   if (!found.empty())
-    spdlog::info("ssd tier: {} entries ({} bytes) found in {}", index_.entries(), index_.bytes(), dir_);
+    spdlog::info("ssd tier: {} entries ({} bytes) and {} spare copies ({} bytes) found in {}", planned_.entries(),
+                 planned_.bytes(), spare_.entries(), spare_.bytes(), dir_.path());
 }
 
-// Callers hold mu_ only around index changes; the unlinks happen outside it.
-void SsdTier::unlink_keys(const std::vector<CacheKey>& keys) {
-  std::vector<std::string> paths;
-  {
-    std::lock_guard lock(mu_);
-    for (const CacheKey& k : keys) {
-      paths.push_back(find_path(k));
-      forms_.erase(k);
-    }
+void SsdTier::collect(const std::vector<CacheKey>& evicted, Names* gone) {
+  for (const CacheKey& k : evicted) {
+    auto it = names_.find(k);
+    if (it == names_.end()) continue;
+    gone->emplace_back(k, entry_name(k, it->second.form, it->second.spare));
+    names_.erase(it);
   }
-  for (const std::string& p : paths) ::unlink(p.c_str());
-  bump(counters_.evictions, keys.size());
+  bump(counters_.evictions, evicted.size());
+}
+
+bool SsdTier::admit_planned(const Job& job, uint64_t size, Names* gone) {
+  std::vector<CacheKey> evicted;
+  if (!planned_.admit(job.key, size, job.form, &evicted, job.sample)) return false;
+  collect(evicted, gone);
+  evicted.clear();
+  // Spare copies give way to planned entries.
+  spare_.set_budget(planned_.budget() - std::min(planned_.budget(), planned_.bytes()), &evicted);
+  collect(evicted, gone);
+  return true;
+}
+
+bool SsdTier::admit_spare(const Job& job, uint64_t size, Names* gone) {
+  std::vector<CacheKey> evicted;
+  spare_.set_budget(planned_.budget() - std::min(planned_.budget(), planned_.bytes()), &evicted);
+  const bool admitted = spare_.admit(job.key, size, job.form, &evicted, job.sample);  // older spares only
+  collect(evicted, gone);
+  return admitted;
+}
+
+void SsdTier::forget(const CacheKey& key, Names* gone) {
+  planned_.remove(key);
+  spare_.remove(key);
+  auto it = names_.find(key);
+  if (it == names_.end()) return;
+  gone->emplace_back(key, entry_name(key, it->second.form, it->second.spare));
+  names_.erase(it);
+}
+
+void SsdTier::set_budget(uint64_t budget, Names* gone) {
+  std::vector<CacheKey> evicted;
+  planned_.set_budget(budget, &evicted);
+  spare_.set_budget(budget - std::min(budget, planned_.bytes()), &evicted);
+  collect(evicted, gone);
+}
+
+void SsdTier::unlink_all(const Names& names) {
+  for (const auto& [key, name] : names) dir_.unlink_entry(key, name);
 }
 
 ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
-  std::string path;
+  EntryName name;
   {
     std::lock_guard lock(mu_);
-    if (!index_.contains(key) || pending_.count(key)) {
+    auto it = names_.find(key);
+    if (it == names_.end() || pending_.count(key)) {
       bump(counters_.misses);
       return nullptr;
     }
-    index_.touch(key);
-    index_.adopt(key, sample);
-    path = find_path(key);
+    name = it->second;
+    (name.spare ? spare_ : planned_).touch(key);
+    (name.spare ? spare_ : planned_).adopt(key, sample);
   }
-  auto corrupt = [&](const char* why) -> ChunkRef {
-    spdlog::warn("ssd tier: entry {} is corrupt ({}); dropping it, it will be refetched", path, why);
-    bump(counters_.corrupt);
-    bump(counters_.misses);
+  const std::string file = entry_name(key, name.form, name.spare);
+  // Drops the entry unless it was rewritten meanwhile (then the new write owns the name).
+  auto drop = [&] {
+    Names gone;
     {
       std::lock_guard lock(mu_);
-      index_.remove(key);
-      forms_.erase(key);
+      if (!pending_.count(key)) forget(key, &gone);
     }
-    ::unlink(path.c_str());
+    unlink_all(gone);
+  };
+  auto corrupt = [&](const std::string& why) -> ChunkRef {
+    spdlog::warn("ssd tier: entry {} is corrupt ({}); dropping it, it will be refetched", dir_.path_of(key, file), why);
+    bump(counters_.corrupt);
+    bump(counters_.misses);
+    drop();
     return nullptr;
   };
-  uint64_t t0 = steady_ns();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {  // evicted between the index check and the open, or removed from outside: a miss
+  const uint64_t t0 = steady_ns();
+  int fd = dir_.open_entry(key, file);
+  if (fd < 0) {
+    // ENOENT: evicted between the index check and the open, or removed from outside. Still indexed
+    // with no file, put_async would count it as present forever: drop it. Anything else (a
+    // symlink, a FIFO) is not ours to serve.
+    if (errno != ENOENT) return corrupt(std::string("not a regular file: ") + std::strerror(errno));
     bump(counters_.misses);
-    if (errno == ENOENT) {
-      // Still indexed with no file: drop it, or put_async would count it as present forever. (A
-      // rewrite of the key racing this open loses its entry too: one more miss, never wrong bytes.)
-      bool dropped = false;
-      {
-        std::lock_guard lock(mu_);
-        dropped = !pending_.count(key) && index_.remove(key);
-        if (dropped) forms_.erase(key);
-      }
-      if (dropped) ::unlink(path.c_str());
-    }
+    drop();
     return nullptr;
   }
   struct stat st;
@@ -175,7 +193,7 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
     ::close(fd);
     return corrupt("short file");
   }
-  size_t payload = static_cast<size_t>(st.st_size) - sizeof(SsdEntryHeader);
+  const size_t payload = static_cast<size_t>(st.st_size) - sizeof(SsdEntryHeader);
   auto chunk = Chunk::allocate(payload, sizeof(SsdEntryHeader));
   size_t n;
   try {
@@ -185,16 +203,11 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
     return corrupt(e.what());
   }
   ::close(fd);
-  uint64_t io_ns = steady_ns() - t0;  // the device's part; the checks below are CPU
+  const uint64_t io_ns = steady_ns() - t0;  // the device's part; the checks below are CPU
   if (n != static_cast<size_t>(st.st_size)) return corrupt("short read");
   SsdEntryHeader h;
   std::memcpy(&h, chunk->raw(), sizeof h);
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return corrupt("bad magic");
-  if (h.version != kFormatVersion || h.header_size != sizeof h) return corrupt("unknown format version");
-  if (h.header_checksum != header_checksum(h)) return corrupt("header checksum mismatch");
-  if (h.key_hi != key.hi || h.key_lo != key.lo) return corrupt("key mismatch");
-  if (h.length != payload) return corrupt("length mismatch");
-  if (XXH3_64bits_withSeed(chunk->data(), payload, key.lo) != h.checksum) return corrupt("checksum mismatch");
+  if (const char* why = check_entry(key, h, chunk->data(), payload)) return corrupt(why);
   bump(counters_.hits);
   bump(counters_.hit_bytes, payload);
   bump(counters_.read_bytes, n);
@@ -202,27 +215,46 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   return chunk;
 }
 
-bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
-  {
-    std::lock_guard lock(mu_);
-    if (index_.contains(key)) return true;
-  }
+bool SsdTier::enqueue(Job job, uint64_t queue_limit) {
   {
     std::lock_guard lock(q_mu_);
-    if (queued_bytes_ + chunk->size() > kMaxPendingBytes) {
+    if (queued_bytes_ + job.chunk->size() > queue_limit || queue_.size() >= opts_.max_pending_jobs) {
       bump(counters_.rejected);
       return false;
     }
-    queued_bytes_ += chunk->size();
-    queue_.push_back(Job{key, std::move(chunk), form, sample});
+    queued_bytes_ += job.chunk->size();
+    queue_.push_back(std::move(job));
   }
   q_cv_.notify_one();
   return true;
 }
 
-void SsdTier::flush() {
+void SsdTier::sample_changed(uint32_t sample) {
+  std::lock_guard lock(mu_);
+  planned_.sample_changed(sample);
+}
+
+bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
+  {
+    std::lock_guard lock(mu_);
+    if (planned_.contains(key)) return true;
+  }
+  return enqueue(Job{key, std::move(chunk), form, false, sample}, opts_.max_pending_bytes);
+}
+
+bool SsdTier::put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
+  {
+    std::lock_guard lock(mu_);
+    if (names_.count(key)) return true;
+    // Room left by planned entries only; spares never displace them.
+    if (planned_.bytes() + entry_size(*chunk) > planned_.budget()) return false;
+  }
+  return enqueue(Job{key, std::move(chunk), form, true, sample}, opts_.max_pending_bytes / 2);
+}
+
+bool SsdTier::flush(std::chrono::milliseconds timeout) {
   std::unique_lock lock(q_mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  return idle_cv_.wait_for(lock, timeout, [&] { return queue_.empty() && !busy_; });
 }
 
 void SsdTier::writer_loop() {
@@ -235,115 +267,124 @@ void SsdTier::writer_loop() {
     }
     Job job = std::move(queue_.front());
     queue_.pop_front();
+    queued_bytes_ -= job.chunk->size();
     busy_ = true;
     writing_ = job.key;
     lock.unlock();
+    maybe_reprobe();
     write_entry(job);
+    job.chunk.reset();  // freed outside the queue's lock
     lock.lock();
-    queued_bytes_ -= job.chunk->size();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
   }
 }
 
-void SsdTier::write_entry(const Job& job) {
-  uint64_t disk_size = job.chunk->size() + sizeof(SsdEntryHeader);
-  std::vector<CacheKey> evicted;
+// After the disk filled up: is there room again? (statvfs outside the lock.)
+void SsdTier::maybe_reprobe() {
   {
     std::lock_guard lock(mu_);
-    if (doomed_.erase(job.key) || index_.contains(job.key)) return;
-    // Space is reserved before the write so the files on disk never exceed the budget.
-    if (!index_.admit(job.key, disk_size, job.form, &evicted, job.sample)) {
-      bump(counters_.rejected);
-      return;
-    }
-    pending_.insert(job.key);
-    forms_[job.key] = job.form;
+    if (planned_.budget() >= configured_budget_ || Clock::now() < next_probe_) return;
+    next_probe_ = Clock::now() + opts_.reprobe_interval;
   }
-  unlink_keys(evicted);
+  const uint64_t free = opts_.free_bytes();
+  std::lock_guard lock(mu_);
+  const uint64_t used = planned_.bytes() + spare_.bytes();
+  // Keep a tenth of the free space as margin: other users of the disk may be growing too.
+  const uint64_t room = std::min(configured_budget_, used + free / 10 * 9);
+  if (room <= planned_.budget()) return;
+  spdlog::info("ssd tier: {} has room again; the ssd budget grows from {} to {} bytes", dir_.path(), planned_.budget(),
+               room);
+  Names none;
+  set_budget(room, &none);
+  full_logged_ = false;
+}
 
-  SsdEntryHeader h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kFormatVersion;
-  h.header_size = sizeof h;
-  h.key_hi = job.key.hi;
-  h.key_lo = job.key.lo;
-  h.length = job.chunk->size();
-  h.checksum = XXH3_64bits_withSeed(job.chunk->data(), job.chunk->size(), job.key.lo);
-  h.form = static_cast<uint8_t>(job.form);
-  h.header_checksum = header_checksum(h);
-
-  std::string final_path = path_of(job.key, job.form);
-  std::string tmp = dir_ + "/tmp/" + job.key.hex() + "." + std::to_string(g_tmp_seq++);
-  int err = 0;
-  uint64_t t0 = steady_ns();
-  int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) err = errno;
-  try {
-    if (fd >= 0) {
-      io::pwrite_full(fd, &h, sizeof h, 0);
-      io::pwrite_full(fd, job.chunk->data(), job.chunk->size(), sizeof h);
+void SsdTier::write_entry(const Job& job) {
+  const uint64_t disk_size = entry_size(*job.chunk);
+  Names gone;
+  bool admitted = false;
+  {
+    std::lock_guard lock(mu_);
+    if (doomed_.erase(job.key)) return;
+    auto it = names_.find(job.key);
+    if (it != names_.end() && (job.spare || !it->second.spare)) return;  // already there
+    // Space is reserved before the write so the files on disk never exceed the budget. A planned
+    // entry replaces a spare copy of the same key (written anew: the spare goes).
+    if (it != names_.end()) forget(job.key, &gone);
+    admitted = job.spare ? admit_spare(job, disk_size, &gone) : admit_planned(job, disk_size, &gone);
+    if (admitted) {
+      pending_.insert(job.key);
+      names_[job.key] = EntryName{job.key, job.form, job.spare};
     }
+  }
+  unlink_all(gone);
+  if (!admitted) {
+    bump(counters_.rejected);
+    return;
+  }
+
+  const uint64_t t0 = steady_ns();
+  const int err = write_file(job);
+  const uint64_t io_ns = steady_ns() - t0;
+  const std::string name = entry_name(job.key, job.form, job.spare);
+  gone.clear();
+  {
+    std::lock_guard lock(mu_);
+    pending_.erase(job.key);
+    if (err == 0 && doomed_.erase(job.key)) {  // erased while being written: it must not stay
+      forget(job.key, &gone);
+    } else if (err == 0) {
+      bump(counters_.inserts);
+      bump(counters_.write_bytes, disk_size);
+      bump(counters_.write_ns, io_ns);
+      return;
+    } else {
+      planned_.remove(job.key);
+      spare_.remove(job.key);
+      names_.erase(job.key);
+      bump(counters_.write_errors);
+      if (err == ENOSPC || err == EDQUOT) {
+        // The disk holds less than the budget promised: live within what it does hold, and look
+        // again later (maybe_reprobe) in case room comes back.
+        const uint64_t lowered = (planned_.bytes() + spare_.bytes()) / 10 * 9;
+        if (!full_logged_)
+          spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes (probed again every {} s)",
+                       dir_.path(), planned_.budget(), lowered, opts_.reprobe_interval.count() / 1000);
+        full_logged_ = true;
+        set_budget(lowered, &gone);
+        next_probe_ = Clock::now() + opts_.reprobe_interval;
+      } else {
+        spdlog::warn("ssd tier: cannot write {}: {}", dir_.path_of(job.key, name), std::strerror(err));
+      }
+    }
+  }
+  unlink_all(gone);
+}
+
+int SsdTier::write_file(const Job& job) {
+  if (opts_.write_fault)
+    if (int err = opts_.write_fault(job.key)) return err;
+  const SsdEntryHeader h = make_entry_header(job.key, *job.chunk, job.form);
+  std::string temp;
+  int fd = dir_.create_temp(job.key, &temp);
+  if (fd < 0) return errno;
+  int err = 0;
+  try {
+    io::pwrite_full(fd, &h, sizeof h, 0);
+    io::pwrite_full(fd, job.chunk->data(), job.chunk->size(), sizeof h);
   } catch (const Error& e) {
     err = e.err();
   }
-  if (fd >= 0) ::close(fd);
-  if (err == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    if (errno == ENOENT) {  // first entry in this fan-out directory
-      ::mkdir(final_path.substr(0, final_path.rfind('/')).c_str(), 0755);
-      if (::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
-    } else {
-      err = errno;
-    }
-  }
-  uint64_t io_ns = steady_ns() - t0;
-  std::unique_lock lock(mu_);
-  pending_.erase(job.key);
-  if (err == 0 && doomed_.erase(job.key)) {  // erased while being written: it must not stay
-    index_.remove(job.key);
-    forms_.erase(job.key);
-    lock.unlock();
-    ::unlink(final_path.c_str());
-    return;
-  }
-  if (err == 0) {
-    bump(counters_.inserts);
-    bump(counters_.write_bytes, disk_size);
-    bump(counters_.write_ns, io_ns);
-    return;
-  }
-  ::unlink(tmp.c_str());
-  index_.remove(job.key);
-  forms_.erase(job.key);
-  bump(counters_.write_errors);
-  if (err == ENOSPC || err == EDQUOT) {
-    // The disk holds less than the budget promised: live within what it does hold.
-    std::vector<CacheKey> shed;
-    uint64_t new_budget = index_.bytes() * 9 / 10;
-    if (!full_logged_) {
-      spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes", dir_, index_.budget(),
-                   new_budget);
-      full_logged_ = true;
-    }
-    index_.set_budget(new_budget, &shed);
-    for (const CacheKey& k : shed) {
-      ::unlink(find_path(k).c_str());
-      forms_.erase(k);
-    }
-    bump(counters_.evictions, shed.size());
-  } else {
-    spdlog::warn("ssd tier: cannot write {}: {}", final_path, std::strerror(err));
-  }
-}
-
-void SsdTier::sample_changed(uint32_t sample) {
-  std::lock_guard lock(mu_);
-  index_.sample_changed(sample);
+  ::close(fd);
+  if (err == 0) err = dir_.publish(temp, job.key, entry_name(job.key, job.form, job.spare));
+  if (err != 0) dir_.discard_temp(temp);
+  return err;
 }
 
 void SsdTier::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {
   std::lock_guard lock(mu_);
-  index_.set_form_quotas(quotas);
+  planned_.set_form_quotas(quotas);
 }
 
 void SsdTier::erase(const CacheKey& key) {
@@ -351,11 +392,13 @@ void SsdTier::erase(const CacheKey& key) {
   // it); a landed entry is removed. A write that outlived its erase would hold its form's quota
   // for good (a form at its quota refuses, it does not age entries out).
   bool in_hand = false;
+  std::vector<ChunkRef> dropped;  // freed outside the locks
   {
     std::lock_guard lock(q_mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->key == key) {
         queued_bytes_ -= it->chunk->size();
+        dropped.push_back(std::move(it->chunk));
         it = queue_.erase(it);
       } else {
         ++it;
@@ -364,26 +407,45 @@ void SsdTier::erase(const CacheKey& key) {
     in_hand = busy_ && writing_ == key;
     if (queue_.empty() && !busy_) idle_cv_.notify_all();
   }
+  Names gone;
   {
     std::lock_guard lock(mu_);
-    if (pending_.count(key) || (in_hand && !index_.contains(key))) {
+    if (pending_.count(key) || (in_hand && !names_.count(key))) {
       doomed_.insert(key);
       return;
     }
-    if (!index_.remove(key)) return;
+    forget(key, &gone);
   }
-  unlink_keys({key});
+  unlink_all(gone);
 }
 
 void SsdTier::clear() {
-  flush();
-  std::vector<CacheKey> keys;
+  std::deque<Job> dropped;  // freed outside the locks
+  bool in_hand = false;
+  CacheKey writing;
+  {
+    std::lock_guard lock(q_mu_);
+    dropped.swap(queue_);
+    queued_bytes_ = 0;
+    in_hand = busy_;
+    writing = writing_;
+    if (!busy_) idle_cv_.notify_all();
+  }
+  Names gone;
   {
     std::lock_guard lock(mu_);
-    keys = index_.keys();
-    for (const CacheKey& k : keys) index_.remove(k);
+    if (in_hand && !names_.count(writing)) doomed_.insert(writing);  // not admitted yet
+    std::vector<CacheKey> keys;
+    keys.reserve(names_.size());
+    for (const auto& [k, n] : names_) keys.push_back(k);
+    for (const CacheKey& k : keys) {
+      if (pending_.count(k))
+        doomed_.insert(k);
+      else
+        forget(k, &gone);
+    }
   }
-  unlink_keys(keys);
+  unlink_all(gone);
 }
 
 uint64_t SsdTier::queued_bytes() {
@@ -398,12 +460,22 @@ size_t SsdTier::queued_jobs() {
 
 bool SsdTier::contains(const CacheKey& key) const {
   std::lock_guard lock(mu_);
-  return index_.contains(key);
+  return planned_.contains(key);
+}
+
+bool SsdTier::contains_spare(const CacheKey& key) const {
+  std::lock_guard lock(mu_);
+  return spare_.contains(key);
 }
 
 TierStats SsdTier::stats() const {
   std::lock_guard lock(mu_);
-  return index_.stats();
+  return planned_.stats();
+}
+
+SpareStats SsdTier::spare_stats() const {
+  std::lock_guard lock(mu_);
+  return SpareStats{spare_.bytes(), spare_.entries()};
 }
 
 }  // namespace prepfs

@@ -1,23 +1,29 @@
 #include "prepfs/cache/tier_manager.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cerrno>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/log_limiter.h"
 
 namespace prepfs {
 
-TierManager::TierManager(const CacheConfig& cfg) : residency_(cfg.samples) {
+namespace {
+LogLimiter g_join_timeout_log;
+}  // namespace
+
+TierManager::TierManager(const CacheConfig& cfg) : cfg_(cfg), residency_(cfg.samples) {
   ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1, cfg.knowledge), counters_.ram,
                                    &residency_);
   if (cfg.ssd_bytes > 0)
     ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2, cfg.knowledge),
-                                     counters_.ssd, &residency_);
+                                     counters_.ssd, cfg.ssd_options, &residency_);
 }
 
 bool TierManager::contains(const CacheKey& key) {
-  if (ram_->contains(key) || (ssd_ && ssd_->contains(key))) return true;
-  std::lock_guard lock(recent_mu_);
-  for (const auto& [k, c] : recent_)
-    if (c && k == key) return true;
-  return false;
+  return ram_->contains(key) || ram_->has_recent(key) || (ssd_ && (ssd_->contains(key) || ssd_->contains_spare(key)));
 }
 
 void TierManager::sample_changed(uint32_t sample) {
@@ -26,19 +32,6 @@ void TierManager::sample_changed(uint32_t sample) {
 }
 
 TierManager::~TierManager() = default;
-
-ChunkRef TierManager::recent_get(const CacheKey& key) {
-  std::lock_guard lock(recent_mu_);
-  for (const auto& [k, c] : recent_)
-    if (c && k == key) return c;
-  return nullptr;
-}
-
-void TierManager::recent_put(const CacheKey& key, const ChunkRef& chunk) {
-  std::lock_guard lock(recent_mu_);
-  recent_[recent_next_] = {key, chunk};
-  recent_next_ = (recent_next_ + 1) % kRecent;
-}
 
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample) {
   auto& pf = counters_.by_form[index_of(form)];
@@ -52,7 +45,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     bump(pf.ram_hit_bytes, hit->size());
     return served(std::move(hit));
   }
-  if (ChunkRef recent = recent_get(key)) return served(std::move(recent));
+  if (ChunkRef recent = ram_->get_recent(key)) return served(std::move(recent));
 
   std::promise<ChunkRef> promise;
   {
@@ -62,6 +55,14 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       std::shared_future<ChunkRef> pending = it->second;
       lock.unlock();
       bump(counters_.joined);
+      if (pending.wait_for(cfg_.fill_wait) != std::future_status::ready) {
+        bump(counters_.join_timeouts);
+        const auto secs = std::chrono::duration<double>(cfg_.fill_wait).count();
+        if (g_join_timeout_log.allow())
+          spdlog::warn(
+              "cache: a read waited {:.3g} s for another reader's fetch of the same data; giving up (ETIMEDOUT)", secs);
+        throw Error(ETIMEDOUT, "waited " + fmt::format("{:.3g}", secs) + " s for another reader's fill");
+      }
       return served(pending.get());  // rethrows the filler's error
     }
     inflight_.emplace(key, promise.get_future().share());
@@ -78,6 +79,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
 
   try {
     ChunkRef chunk = ssd_ ? ssd_->get(key, sample) : nullptr;
+    const bool from_fill = !chunk;  // an SSD hit is on the SSD already
     if (!chunk) {
       bump(counters_.fills);
       chunk = fill();
@@ -89,12 +91,12 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       bump(pf.ssd_hit_bytes, chunk->size());
       if (admit.last_use) ssd_->erase(key);
     }
-    // Not going to RAM: keep it at hand for the file's next read requests (an SSD admission is
-    // queued, and may not be readable back for a while).
-    if (admit.ram)
-      ram_->put(key, chunk, form, sample);
-    else if (admit.recent)
-      recent_put(key, chunk);
+    // Not kept in RAM (not admitted there, or refused): at hand for the file's next read requests
+    // all the same (an SSD admission is queued, and may not be readable back for a while).
+    const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
+    if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
+    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts).
+    if (in_ram && ssd_ && !admit.ssd && from_fill) ssd_->put_spare_async(key, chunk, form, sample);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -106,16 +108,11 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
 
 ChunkRef TierManager::lookup(const CacheKey& key) {
   if (ChunkRef hit = ram_->get(key)) return hit;
-  if (ChunkRef recent = recent_get(key)) return recent;
+  if (ChunkRef recent = ram_->get_recent(key)) return recent;
   return ssd_ ? ssd_->get(key) : nullptr;
 }
 
 void TierManager::erase(const CacheKey& key) {
-  {
-    std::lock_guard lock(recent_mu_);
-    for (auto& [k, c] : recent_)
-      if (c && k == key) c.reset();
-  }
   ram_->erase(key);
   if (ssd_) ssd_->erase(key);
 }
@@ -137,16 +134,10 @@ TierStats TierManager::stats(Tier t) const {
 }
 
 void TierManager::evict_all() {
-  {
-    std::lock_guard lock(recent_mu_);
-    recent_.fill({});
-  }
   ram_->clear();
   if (ssd_) ssd_->clear();
 }
 
-void TierManager::flush() {
-  if (ssd_) ssd_->flush();
-}
+bool TierManager::flush(std::chrono::milliseconds timeout) { return !ssd_ || ssd_->flush(timeout); }
 
 }  // namespace prepfs

@@ -90,6 +90,10 @@ const std::vector<OptionDoc>& option_docs() {
       {"aug_reuse", "N", "serve each augmented variant N times before making a new one (default 1)"},
       {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
+      {"max_input", "SIZE", "refuse image files larger than this in decoded/ and augmented/ with EIO (default 128M)"},
+      {"transform_mem", "SIZE",
+       "memory all decodes and augments in progress may use together (default 128M per cpu core, at least 512M, at "
+       "most a quarter of the RAM)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
@@ -214,6 +218,12 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "max_pixels") {
     need_value();
     o.max_pixels = parse_count(key, value, 1, 4294967295u);
+  } else if (key == "max_input") {
+    o.max_input = size();
+    if (o.max_input == 0) throw bad_value(key, value, "expected a size > 0");
+  } else if (key == "transform_mem") {
+    o.transform_mem = size();
+    if (o.transform_mem < (16u << 20)) throw bad_value(key, value, "expected at least 16M");
   } else if (key == "fast_paths" || key == "crop_decode") {
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
@@ -335,10 +345,15 @@ void finalize_options(Options& o) {
     if (geteuid() == 0) {
       o.ssd_dir = "/var/cache/prepfs";
     } else {
+      // Never a shared fallback such as /tmp: the cache holds bytes served as the source's.
       const char* xdg = std::getenv("XDG_CACHE_HOME");
       const char* home = std::getenv("HOME");
-      o.ssd_dir =
-          xdg && *xdg ? std::string(xdg) + "/prepfs" : std::string(home && *home ? home : "/tmp") + "/.cache/prepfs";
+      if (xdg && *xdg == '/')
+        o.ssd_dir = std::string(xdg) + "/prepfs";
+      else if (home && *home == '/')
+        o.ssd_dir = std::string(home) + "/.cache/prepfs";
+      else
+        throw Error(EINVAL, "no ssd_dir given and neither HOME nor XDG_CACHE_HOME is set: give -o ssd_dir=DIR");
     }
   }
 }

@@ -1,6 +1,12 @@
 #include "prepfs/core/image_names.h"
 
+#include <limits.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+
+#include <mutex>
+#include <set>
+#include <utility>
 
 namespace prepfs {
 namespace {
@@ -42,11 +48,37 @@ std::optional<uint32_t> ImageNames::first_claimant(uint32_t dir, std::string_vie
   return std::nullopt;
 }
 
+// Both views (decoded/ and augmented/) hide the same files: one line per file for the process.
+void ImageNames::hide_once(uint32_t node, const std::string& why) const {
+  static std::mutex mu;
+  static std::set<std::pair<const Tree*, uint32_t>> logged;
+  {
+    std::lock_guard lock(mu);
+    if (!logged.emplace(&tree_, node).second) return;
+  }
+  spdlog::warn("{}: not listed in decoded/ and augmented/: {}", tree_.path(node), why);
+}
+
+bool ImageNames::usable_name(uint32_t node, std::string_view stem) const {
+  const size_t length = stem.size() + 1 + ext_.size();
+  if (length > NAME_MAX) {
+    hide_once(node, "its name there would be " + std::to_string(length) + " bytes, longer than NAME_MAX (" +
+                        std::to_string(NAME_MAX) + ")");
+    return false;
+  }
+  const std::string name = std::string(stem) + "." + ext_;
+  if (auto sibling = tree_.lookup(tree_.node(node).parent, name); sibling && tree_.is_dir(*sibling)) {
+    hide_once(node, "its name there, " + name + ", is a directory's (the directory is listed)");
+    return false;
+  }
+  return true;
+}
+
 bool ImageNames::visible(uint32_t node) const {
   if (tree_.is_dir(node)) return true;
   // "x.jpg" and "x.jpeg" both map to "x.ppm": the first in name order wins, deterministically.
   std::string_view stem = stem_of(tree_.name(node));
-  return claims(node, stem) && first_claimant(tree_.node(node).parent, stem) == node;
+  return claims(node, stem) && first_claimant(tree_.node(node).parent, stem) == node && usable_name(node, stem);
 }
 
 std::optional<uint32_t> ImageNames::lookup(uint32_t dir, std::string_view name) const {

@@ -7,12 +7,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
-#include "prepfs/common/fs_util.h"
+#include "prepfs/common/private_dir.h"
 #include "prepfs/common/size.h"
 #include "prepfs/core/augmented_fs.h"
 #include "prepfs/core/control_fs.h"
@@ -56,20 +57,29 @@ std::unique_ptr<Source> make_source(const Options& o) {
 }
 
 // The cache directory of one source, held with an exclusive lock for the daemon's life: two
-// daemons caching the same source into one directory would evict each other's files.
+// daemons caching the same source into one directory would evict each other's files. Both it and
+// ssd_dir must be private to the daemon's uid (owned by it, not writable by group or others): the
+// bytes cached there are served as the source's, and the index names every file.
 class CacheDirLock {
  public:
-  CacheDirLock(const std::string& dir, const std::string& ssd_dir) {
+  CacheDirLock(const std::string& ssd_dir, const std::string& name) {
     try {
-      mkdir_p(dir);
-      fd_ = ::open((dir + "/lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-      if (fd_ < 0) throw_errno(errno, "cannot write to " + dir);
+      PrivateDir top = PrivateDir::open_path(ssd_dir);
+      dir_ = top.open_sub(name, true);
+      fd_ = ::openat(dir_.fd(), "lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd_ < 0) throw_errno(errno, "cannot write to " + dir_.path());
     } catch (const Error& e) {
       throw Error(e.err(), "ssd_dir " + ssd_dir + " is not usable: " + e.what());
     }
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
-      throw Error(EBUSY, "ssd_dir " + dir + " is in use by another prepfs mount of the same source");
+      throw Error(EBUSY, "ssd_dir " + dir_.path() + " is in use by another prepfs mount of the same source");
+    }
+    // An index written by an older version was world-readable: it names every file.
+    int index = ::openat(dir_.fd(), "index.bin", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (index >= 0) {
+      ::fchmod(index, 0600);
+      ::close(index);
     }
   }
   ~CacheDirLock() { ::close(fd_); }
@@ -77,6 +87,7 @@ class CacheDirLock {
   CacheDirLock& operator=(const CacheDirLock&) = delete;
 
  private:
+  PrivateDir dir_;
   int fd_ = -1;
 };
 
@@ -98,6 +109,15 @@ unsigned transform_cores(const Options& o) {
   return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
 }
 
+// The default transform budget: 128 MiB per transform core (a 12-megapixel photo at its peak),
+// at least 512 MiB, at most a quarter of the machine's memory.
+uint64_t transform_mem(const Options& o, unsigned cores) {
+  if (o.transform_mem) return o.transform_mem;
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t by_cores = std::max<uint64_t>(512ull << 20, uint64_t(cores) * (128ull << 20));
+  return std::max<uint64_t>(64ull << 20, std::min(by_cores, physical / 4));
+}
+
 CacheConfig cache_config(const Options& o, const std::string& cache_dir, size_t nodes, const SampleKnowledge* k) {
   CacheConfig cc;
   cc.ram_bytes = o.ram_bytes;
@@ -117,11 +137,17 @@ StoreConfig::Members members_for(const std::string& eviction) {
 
 }  // namespace
 
-std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity) {
+namespace {
+std::string cache_dir_name(const std::string& source_identity) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(XXH3_64bits(source_identity.data(), source_identity.size())));
-  return ssd_dir + "/" + hex;
+  return hex;
+}
+}  // namespace
+
+std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity) {
+  return ssd_dir + "/" + cache_dir_name(source_identity);
 }
 
 // Declared in construction order: each part's collaborators come before it, and destruction
@@ -231,7 +257,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.shapes = shapes_from(opts);  // option errors first, before anything touches the disk
   p.source = make_source(opts);
   p.cache_dir = cache_dir_for(opts.ssd_dir, p.source->identity());
-  p.lock = std::make_unique<CacheDirLock>(p.cache_dir, opts.ssd_dir);
+  p.lock = std::make_unique<CacheDirLock>(opts.ssd_dir, cache_dir_name(p.source->identity()));
 
   auto t0 = std::chrono::steady_clock::now();
   // A first mount lists the source and serves at once; the image headers it does not know yet
@@ -259,6 +285,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.fast.dct_scale = opts.fast_paths;
   rc.seed = opts.seed;
   rc.cpu = transform_cores(opts);
+  rc.transform_mem = transform_mem(opts, rc.cpu);
+  rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
   p.staging = std::make_unique<Staging>(opts.prefetch_window, p.cache->residency(), p.prefetch_counters);
   StoreConfig sc;
@@ -338,12 +366,13 @@ void Daemon::stop() {
     p_->prober->stop();
     p_->persist_index();  // the headers read so far: the next mount reads only the rest
   }
-  p_->cache->flush();
+  if (!p_->cache->flush(std::chrono::seconds(10)))
+    spdlog::warn("the SSD did not take every queued write within 10 s; the rest are dropped at exit");
 }
 
 void Daemon::evict_all() {
-  // Queued SSD writes land first, so nothing reappears after the tiers are empty.
-  p_->cache->flush();
+  // Queued SSD writes are dropped rather than waited for: under steady misses the queue never
+  // drains, and nothing queued before the eviction may land after it.
   p_->cache->evict_all();
   p_->staging->clear();
   spdlog::info("evicted every cached entry (.prepfs/evict)");
@@ -369,7 +398,8 @@ std::string Daemon::summary() const {
   const Parts& p = *p_;
   return "serving " + p.opts.source + " at " + p.opts.mountpoint + " (" + std::to_string(p.tree->size()) +
          " entries, index " + (p.index_reused ? "reused" : "scanned") + ", ram " + format_size(p.opts.ram_bytes) +
-         ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ")";
+         ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ", transform_mem " +
+         format_size(p.renderer->config().transform_mem) + ")";
 }
 
 }  // namespace prepfs

@@ -24,6 +24,10 @@ std::string stale_marker(const std::string& index_path) { return index_path + ".
 void save_tree(const Tree& tree, Source& source, const std::string& path) {
   std::string bytes = encode_index(tree, source);
   std::string tmp = path + ".tmp";
+  // Private (0600): the index names every file of the source.
+  int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw_errno(errno, "write index " + tmp);
+  ::close(fd);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_errno(errno, "write index " + tmp);

@@ -76,6 +76,8 @@ std::string render_stats_json(const StatsSources& s) {
   const SourceCounters& sc = source.counters();
   const ViewCounters& fc = s.views;
   const RenderCounters& rc = s.renders;
+  const RecentStats recent = cache.ram().recent_stats();
+  const SpareStats spare = cache.ssd() ? cache.ssd()->spare_stats() : SpareStats{};
   return fmt::format(
       "{{\n"
       R"(  "source": {{"reads": {}, "bytes": {}, "opens": {}, "errors": {}, "read_seconds": {:.6f}}},)"
@@ -84,21 +86,22 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       R"(  "ssd": {},)"
       "\n"
-      R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}}},)"
+      R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}, "recent_bytes": {}, "recent_entries": {}, "ssd_spare_bytes": {}, "ssd_spare_entries": {}}},)"
       "\n"
       R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)"
       "\n"
-      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}}},)"
+      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}, "memory_waits": {}, "timeouts": {}}},)"
       "\n"
       R"(  "index": {{"entries": {}, "files": {}, "images": {}, "unprobed": {}, "memory_bytes": {}}}{})"
       "\n"
       "}}\n",
       load(sc.reads), load(sc.bytes), load(sc.opens), load(sc.errors), double(load(sc.read_ns)) / 1e9,
       tier_json(cc.ram, cache.stats(Tier::ram)), tier_json(cc.ssd, cache.stats(Tier::ssd)), load(cc.fills),
-      load(cc.fill_errors), load(cc.joined), load(fc.reads), load(fc.read_bytes), load(fc.read_errors),
-      load(fc.revalidations), load(fc.changed_files), load(rc.decoded), load(rc.augmented), load(rc.from_decoded),
-      load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits), s.tree.size(), s.tree.file_count(),
-      s.tree.image_count(), s.tree.unprobed_count(), s.tree.memory_bytes(),
+      load(cc.fill_errors), load(cc.joined), recent.bytes, recent.entries, spare.bytes, spare.entries, load(fc.reads),
+      load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files), load(rc.decoded),
+      load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits),
+      load(rc.memory_waits), load(rc.timeouts), s.tree.size(), s.tree.file_count(), s.tree.image_count(),
+      s.tree.unprobed_count(), s.tree.memory_bytes(),
       jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/log_limiter.h"
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/render.h"
 #include "prepfs/transform/rng.h"
@@ -20,6 +21,8 @@ uint64_t thread_cpu_ns() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
+
+LogLimiter g_timeout_log;
 
 std::span<uint8_t> writable(const std::shared_ptr<Chunk>& c) {
   return {reinterpret_cast<uint8_t*>(c->mutable_data()), c->size()};
@@ -39,7 +42,8 @@ ChunkRef encode_chunk(transform::OutputFormat format, const transform::Image& im
 Renderer::Renderer(RenderConfig cfg, RenderCounters& counters)
     : cfg_(std::move(cfg)),
       counters_(counters),
-      cpu_slots_(std::max<std::ptrdiff_t>(1, std::min<std::ptrdiff_t>(cfg_.cpu, 1024))) {
+      cpu_slots_(std::max<uint64_t>(1, cfg_.cpu)),
+      memory_(cfg_.transform_mem) {
   uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
   decoded_hash_ = XXH3_64bits(&fmt, 1);
   augmented_hash_ = transform::pipeline_key(cfg_.shapes.spec, cfg_.fast) ^ (decoded_hash_ * 0x9E3779B97F4A7C15ull);
@@ -56,28 +60,49 @@ void Renderer::fail(const Sample& s, const std::string& why) {
   throw Error(EIO, s.path + ": " + why);
 }
 
+void Renderer::timed_out(const Sample& s, const char* what) {
+  bump(counters_.timeouts);
+  const double secs = std::chrono::duration<double>(cfg_.wait).count();
+  if (g_timeout_log.allow())
+    spdlog::warn("{}: waited {:.3g} s for {}; giving up (ETIMEDOUT): the transforms are overloaded", s.path, secs,
+                 what);
+  throw Error(ETIMEDOUT, s.path + ": waited " + fmt::format("{:.3g}", secs) + " s for " + what);
+}
+
 void Renderer::check_renderable(const Sample& s) {
-  if (s.is_sample) return;
+  if (s.is_sample) {
+    if (s.version.size <= cfg_.max_input) return;
+    fail(s, "the file is " + std::to_string(s.version.size) +
+                " bytes, more than max_input=" + std::to_string(cfg_.max_input));
+  }
   if (cfg_.shapes.too_large(s.dims))
     fail(s, std::to_string(s.dims.width) + "x" + std::to_string(s.dims.height) + " is more than max_pixels");
   throw Error(ENOENT, s.path + " is not an image");
 }
 
+Renderer::Memory Renderer::take_memory(const Sample& s, RenderPath path) {
+  const RenderMemory need = render_memory(cfg_.shapes, s.dims, s.version.size, path, cfg_.transform_mem);
+  if (need.total() > cfg_.transform_mem)
+    fail(s, "rendering it needs " + std::to_string(need.total()) +
+                " bytes, more than transform_mem=" + std::to_string(cfg_.transform_mem));
+  ResourceBudget::Take took = memory_.take(need.total(), std::chrono::milliseconds(0));
+  if (took == ResourceBudget::Take::timed_out) {
+    bump(counters_.memory_waits);
+    took = memory_.take(need.total(), cfg_.wait);
+  }
+  if (took != ResourceBudget::Take::taken) timed_out(s, "transform memory");
+  return Memory{ResourceBudget::Hold(&memory_, need.total()), need.libjpeg()};
+}
+
 template <class F>
 ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, F&& body) {
-  if (!cpu_slots_.try_acquire()) {
+  ResourceBudget::Take took = cpu_slots_.take(1, std::chrono::milliseconds(0));
+  if (took == ResourceBudget::Take::timed_out) {
     bump(counters_.waits);
-    cpu_slots_.acquire();
+    took = cpu_slots_.take(1, cfg_.wait);
   }
-  busy_.fetch_add(1, std::memory_order_relaxed);
-  struct Release {
-    std::counting_semaphore<1024>& sem;
-    std::atomic<int>& busy;
-    ~Release() {
-      busy.fetch_sub(1, std::memory_order_relaxed);
-      sem.release();
-    }
-  } release{cpu_slots_, busy_};
+  if (took != ResourceBudget::Take::taken) timed_out(s, "a cpu slot");
+  const ResourceBudget::Hold slot(&cpu_slots_, 1);
   const uint64_t t0 = thread_cpu_ns();
   try {
     ChunkRef out = body();
@@ -91,13 +116,16 @@ ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket,
   }
 }
 
-ChunkRef Renderer::decoded(const Sample& s, const JpegBytes& jpeg) {
+ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg) {
   check_renderable(s);
+  const Memory memory = take_memory(s, RenderPath::decode);
+  const JpegBytes bytes = jpeg();
   return transform(s, counters_.decode_cpu_ns, [&] {
     auto c = Chunk::allocate(cfg_.shapes.decoded_size(s.dims));
     transform::DecodeLimits limits;
     limits.max_pixels = cfg_.shapes.max_pixels;
-    size_t n = transform::render_decoded(jpeg.bytes, cfg_.shapes.format, writable(c), limits);
+    limits.max_memory = memory.libjpeg;
+    size_t n = transform::render_decoded(bytes.bytes, cfg_.shapes.format, writable(c), limits);
     if (n != c->size())
       throw transform::DecodeError(transform::DecodeError::Kind::kCorrupt,
                                    "decoded size differs from the header's promise");
@@ -106,14 +134,14 @@ ChunkRef Renderer::decoded(const Sample& s, const JpegBytes& jpeg) {
   });
 }
 
-ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded,
-                             const std::function<JpegBytes()>& jpeg) {
+ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg) {
   check_renderable(s);
   transform::Rng rng = transform::Rng::for_variant(cfg_.seed, s.path, variant);
   const uint64_t out_size = cfg_.shapes.augmented_size(s.dims);
   const uint64_t header = cfg_.shapes.decoded_header_size(s.dims);
   // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely.
   if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3) {
+    const Memory memory = take_memory(s, RenderPath::augment_from_pixels);
     return transform(s, counters_.augment_from_decoded_cpu_ns, [&] {
       transform::ImageView view{reinterpret_cast<const uint8_t*>(decoded->data()) + header, int(s.dims.width),
                                 int(s.dims.height), std::ptrdiff_t(s.dims.width) * 3};
@@ -124,10 +152,12 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
       return out;
     });
   }
+  const Memory memory = take_memory(s, RenderPath::augment_from_jpeg);
   const JpegBytes bytes = jpeg();
   return transform(s, counters_.augment_cpu_ns, [&] {
     transform::AugmentOptions opts;
     opts.limits.max_pixels = cfg_.shapes.max_pixels;
+    opts.limits.max_memory = memory.libjpeg;
     opts.fast = cfg_.fast;
     transform::Image img = transform::augment_jpeg(bytes.bytes, cfg_.shapes.spec, rng, opts);
     ChunkRef out = encode_chunk(cfg_.shapes.format, img, out_size);

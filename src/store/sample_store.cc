@@ -160,7 +160,7 @@ ChunkRef SampleStore::decoded(const Sample& s) {
   const CacheKey k = key(s, Form::decoded, 0, 0);
   note_if_late(k);
   return cache_.get_or_fill(
-      k, Form::decoded, [&] { return staged_or(k, [&] { return renderer_.decoded(s, jpeg(s)); }); },
+      k, Form::decoded, [&] { return staged_or(k, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); }); },
       admit(s, Form::decoded), s.node);
 }
 
@@ -223,7 +223,7 @@ uint64_t SampleStore::prefetch(const Sample& s, Form form, uint32_t variant, boo
   }
   if (form != Form::raw && may_transform) {
     const CacheKey k = key(s, Form::decoded, 0, 0);
-    return prefetch_entry(s, k, Form::decoded, [&] { return renderer_.decoded(s, jpeg(s)); });
+    return prefetch_entry(s, k, Form::decoded, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); });
   }
   // Raw (or a transform without a free CPU slot): the bytes the read will start from.
   uint64_t bytes = 0;

@@ -13,6 +13,7 @@
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE and size_t
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@
 namespace prepfs::transform {
 
 using Kind = DecodeError::Kind;
+// Rows of CMYK decoded at a time before conversion to RGB.
+constexpr int kCmykStripRows = 16;
+
 
 struct JpegReader::State {
   struct ErrorMgr {
@@ -62,7 +66,14 @@ State::ErrorMgr* err_of(j_common_ptr c) { return reinterpret_cast<State::ErrorMg
 
 [[noreturn]] void on_error_exit(j_common_ptr c) {
   State::ErrorMgr* e = err_of(c);
-  (*c->err->format_message)(c, e->msg);
+  if (c->err->msg_code == JERR_NO_BACKING_STORE) {
+    // libjpeg asks for a backing store when its whole-image buffers would exceed
+    // DecodeLimits::max_memory (max_memory_to_use): the image needs more memory than allowed.
+    e->kind = Kind::kTooLarge;
+    std::snprintf(e->msg, sizeof e->msg, "decoding needs more memory than the transform budget allows");
+  } else {
+    (*c->err->format_message)(c, e->msg);
+  }
   std::longjmp(e->jmp, 1);
 }
 
@@ -108,7 +119,7 @@ void on_progress(j_common_ptr c) {
   }
 }
 
-// Runs f (libjpeg calls only, no objects with destructors) and reports whether libjpeg raised
+// Runs f (libjpeg calls and plain loops only, no objects with destructors) and reports whether libjpeg raised
 // an error. Not inlined so that setjmp's frame is this one and nothing else.
 template <class F>
 [[gnu::noinline]] bool guarded(State& s, F&& f) {
@@ -165,6 +176,13 @@ JpegReader::JpegReader(std::span<const std::uint8_t> data, const DecodeLimits& l
 
   if (!guarded(s, [&] { jpeg_create_decompress(&s.cinfo); })) throw_from(s);
   s.created = true;
+  // libjpeg-turbo 2.1 honours max_memory_to_use for its whole-image (virtual) arrays, the only
+  // allocations that grow with width x height: the coefficient buffers of progressive and
+  // multi-scan files. Over it, it asks for a backing store, which we do not provide: an error.
+  if (limits.max_memory > 0) {
+    s.cinfo.mem->max_memory_to_use =
+        static_cast<long>(std::min<std::uint64_t>(limits.max_memory, std::numeric_limits<long>::max()));
+  }
   s.cinfo.src = &s.src;
   s.cinfo.progress = &s.progress.pub;
   if (!guarded(s, [&] { jpeg_read_header(&s.cinfo, TRUE); })) throw_from(s);
@@ -263,17 +281,19 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
     rgb = out.image.pixels.data();
   }
 
-  // libjpeg writes whole output rows; CMYK needs 4 bytes per pixel, converted afterwards.
-  std::vector<std::uint8_t> cmyk_buf;
-  std::uint8_t* base = rgb;
-  std::size_t row_bytes = static_cast<std::size_t>(w) * 3;
-  if (cmyk) {
-    row_bytes = static_cast<std::size_t>(w) * 4;
-    cmyk_buf.resize(row_bytes * static_cast<std::size_t>(h));
-    base = cmyk_buf.data();
+  // libjpeg writes whole output rows. CMYK (4 bytes per pixel) is read a strip of rows at a time
+  // into a small buffer and converted as it comes: a whole-image CMYK buffer would cost 4 bytes
+  // per pixel on top of the output.
+  const std::size_t rgb_row = static_cast<std::size_t>(w) * 3;
+  const std::size_t row_bytes = static_cast<std::size_t>(w) * (cmyk ? 4 : 3);
+  const int strip = cmyk ? std::min(h, kCmykStripRows) : h;
+  std::vector<std::uint8_t> cmyk_buf(cmyk ? row_bytes * static_cast<std::size_t>(strip) : 0);
+  std::vector<JSAMPROW> rows(static_cast<std::size_t>(strip));
+  for (int y = 0; y < strip; ++y) {
+    rows[static_cast<std::size_t>(y)] =
+        cmyk ? cmyk_buf.data() + row_bytes * static_cast<std::size_t>(y) : rgb + rgb_row * static_cast<std::size_t>(y);
   }
-  std::vector<JSAMPROW> rows(static_cast<std::size_t>(h));
-  for (int y = 0; y < h; ++y) rows[static_cast<std::size_t>(y)] = base + row_bytes * static_cast<std::size_t>(y);
+  std::uint8_t* cmyk_strip = cmyk_buf.data();
   // Where the last row of the frame goes when it lies below the region (see below).
   std::vector<std::uint8_t> last_row(partial ? row_bytes : 0);
   JSAMPROW last_row_ptr = last_row.data();
@@ -283,10 +303,12 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
   if (!guarded(s, [&] {
         while (ci.output_scanline < end) {
           const JDIMENSION done = ci.output_scanline - static_cast<JDIMENSION>(y0);
+          const JDIMENSION want = cmyk ? std::min<JDIMENSION>(static_cast<JDIMENSION>(strip), end - ci.output_scanline)
+                                       : end - ci.output_scanline;
+          const JDIMENSION got = jpeg_read_scanlines(&ci, cmyk ? row_ptrs : row_ptrs + done, want);
           // 0 rows only happens with a suspending source; never loop on it.
-          if (jpeg_read_scanlines(&ci, row_ptrs + done, end - ci.output_scanline) == 0) {
-            ERREXIT(&ci, JERR_INPUT_EOF);
-          }
+          if (got == 0) ERREXIT(&ci, JERR_INPUT_EOF);
+          if (cmyk) cmyk_inverted_to_rgb(cmyk_strip, rgb + rgb_row * done, static_cast<std::size_t>(w) * got);
         }
         // Below the region, consume the rest of the image exactly as a full decode does, so
         // that a file is an error here iff it is one for the full decode (and for PIL), and a
@@ -311,9 +333,6 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
   // finishing is accepted, and any other error is not.
   s.err.out_of_data = false;
   if (!guarded(s, [&] { jpeg_finish_decompress(&ci); }) && !s.err.out_of_data) throw_from(s);
-  if (cmyk) {
-    cmyk_inverted_to_rgb(cmyk_buf.data(), rgb, static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
-  }
   return out;
 }
 

@@ -281,3 +281,33 @@ def test_profile_measures_costs_sources_and_the_view_mix(dataset):
         assert p["view"] == "augmented", p
         assert views["augmented"] > views["decoded"] > 0 and views["raw"] == 0, views
         assert abs(sum(views.values()) - 1) < 1e-3, views
+
+
+def test_every_name_the_image_views_list_can_be_opened(tmp_path):
+    # A 253-byte source name without extension becomes a 257-byte decoded/ name (over NAME_MAX),
+    # and x.jpg beside a directory x.ppm would list x.ppm twice: such images are not listed
+    # (logged once each); the directory is.
+    src = tmp_path / "src"
+    (src / "d" / "x.ppm").mkdir(parents=True)
+    (tmp_path / "mnt").mkdir()
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 24), (200, 30, 90)).save(buf, "JPEG")
+    for rel in ("d/" + "n" * 253, "d/x.jpg", "d/ok.jpg", "d/x.ppm/inner.jpg"):
+        (src / rel).write_bytes(buf.getvalue())
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        for view in ("decoded", "augmented"):
+            listed = []
+            for dirpath, dirnames, filenames in os.walk(os.path.join(fs.mnt, view)):
+                rel = os.path.relpath(dirpath, os.path.join(fs.mnt, view))
+                names = dirnames + filenames
+                assert len(names) == len(set(names)), (view, rel, sorted(names))
+                listed += [os.path.normpath(os.path.join(rel, n)) for n in filenames]
+                for n in filenames:
+                    with open(os.path.join(dirpath, n), "rb") as f:
+                        assert f.read(3) == b"P6\n", (view, rel, n)
+            assert sorted(listed) == ["d/ok.ppm", "d/x.ppm/inner.ppm"], (view, listed)
+            assert os.path.isdir(os.path.join(fs.mnt, view, "d", "x.ppm"))
+        assert sorted(os.listdir(fs.raw("d"))) == sorted(["n" * 253, "x.jpg", "ok.jpg", "x.ppm"])
+        log = fs.log_text()
+    assert log.count("longer than NAME_MAX") == 1, log
+    assert log.count("is a directory's") == 1, log

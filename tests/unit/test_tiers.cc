@@ -1,12 +1,16 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "prepfs/cache/key.h"
@@ -264,4 +268,323 @@ TEST(TierManager, SsdHitIsPromotedToRam) {
   EXPECT_EQ(fills, 0);
   EXPECT_EQ(load(tm.counters().ssd.hits), 1u);
   EXPECT_EQ(load(tm.counters().ram.hits), 1u);
+}
+
+// A chunk the RAM tier refuses (larger than its budget) is still at hand for the file's next
+// read requests: the kernel asks for one chunk in several requests, and each used to refetch it.
+TEST(TierManager, AChunkTheRamTierRefusesIsNotFetchedAgain) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{512 << 10, 0, dir.path(), "lru"});
+  int fills = 0;
+  auto fill = [&] {
+    fills++;
+    return chunk_of(test::pattern(1 << 20, 4));
+  };
+  for (int request = 0; request < 8; request++) tm.get_or_fill(key_for("big"), Form::raw, fill);
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(tm.stats(Tier::ram).entries, 0u);
+}
+
+// The recent fills live in the room the RAM tier's entries leave free, and give it back first.
+TEST(RamTier, RecentFillsCountAgainstTheBudget) {
+  TierCounters c;
+  const uint64_t mib = 1 << 20, budget = 24 * mib;
+  RamTier ram(budget, make_policy("lru"), c);
+  std::string one_mib = test::pattern(mib, 5);
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(ram.put_recent(key_for("r" + std::to_string(i)), chunk_of(one_mib)));
+  EXPECT_EQ(ram.recent_stats().bytes, budget);  // the oldest six gave way
+  EXPECT_FALSE(ram.get_recent(key_for("r0")));
+  EXPECT_TRUE(ram.get_recent(key_for("r29")));
+  for (int i = 0; i < 16; i++) ASSERT_TRUE(ram.put(key_for("e" + std::to_string(i)), chunk_of(one_mib), Form::raw));
+  EXPECT_EQ(ram.stats().bytes, 16 * mib);
+  EXPECT_EQ(ram.stats().bytes + ram.recent_stats().bytes, budget);
+  // Full of entries, the recent fills keep their floor (a read split into requests still needs them).
+  for (int i = 16; i < 24; i++) ASSERT_TRUE(ram.put(key_for("e" + std::to_string(i)), chunk_of(one_mib), Form::raw));
+  EXPECT_EQ(ram.stats().bytes, budget);
+  EXPECT_EQ(ram.recent_stats().bytes, RamTier::kRecentFloor);
+  EXPECT_TRUE(ram.get_recent(key_for("r29")));
+  EXPECT_FALSE(ram.put_recent(key_for("too big"), chunk_of(std::string(RamTier::kRecentFloor + 1, 'x'))));
+}
+
+// The SSD tier's directory holds bytes served as the source's: one that others can write, or
+// that belongs to someone else, is refused with a clear error.
+TEST(SsdTier, RefusesADirectoryOthersCanWrite) {
+  test::TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0777), 0);
+  TierCounters c;
+  try {
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    FAIL() << "a world-writable directory was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EACCES);
+    EXPECT_NE(std::string(e.what()).find("writable by its group or by others"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SsdTier, RefusesADirectoryOwnedBySomeoneElse) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  test::TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), 4242, 4242), 0);
+  TierCounters c;
+  try {
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    FAIL() << "a directory of uid 4242 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EACCES);
+    EXPECT_NE(std::string(e.what()).find("owned by uid 4242"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SsdTier, ItsDirectoriesAndFilesArePrivate) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path() + "/tier", 1 << 20, make_policy("lru"), c);
+  ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of("payload"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  const std::string entry = ssd.path_of(key_for("x"), Form::raw);
+  auto mode = [](const std::string& p) {
+    struct stat st;
+    EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  for (const std::string& d : {dir.path() + "/tier", dir.path() + "/tier/chunks", dir.path() + "/tier/tmp",
+                               std::filesystem::path(entry).parent_path().string()})
+    EXPECT_EQ(mode(d), 0700u) << d;
+  EXPECT_EQ(mode(entry), 0600u);
+}
+
+// A fan-out directory replaced by a symlink is never followed (nothing behind it is loaded, read
+// or deleted), and neither is an entry file replaced by a symlink to a valid copy of itself.
+TEST(SsdTier, NeverFollowsASymlinkedDirectoryOrEntry) {
+  test::TempDir dir, elsewhere;
+  const std::string data = test::pattern(5000, 9);
+  std::string entry;
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    ASSERT_TRUE(ssd.put_async(key_for("x"), chunk_of(data), Form::raw));
+    ASSERT_TRUE(ssd.flush());
+    entry = ssd.path_of(key_for("x"), Form::raw);
+  }
+  namespace fs = std::filesystem;
+  const fs::path fanout = fs::path(entry).parent_path();
+  const fs::path moved = fs::path(elsewhere.path()) / fanout.filename();
+  fs::rename(fanout, moved);
+  fs::create_directory_symlink(moved, fanout);
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    EXPECT_EQ(ssd.stats().entries, 0u);
+    EXPECT_FALSE(ssd.get(key_for("x")));
+    EXPECT_TRUE(fs::exists(moved / fs::path(entry).filename()));
+  }
+  fs::remove(fanout);
+  fs::rename(moved, fanout);
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ASSERT_EQ(ssd.stats().entries, 1u);
+  const fs::path copy = fs::path(elsewhere.path()) / "copy";
+  fs::copy_file(entry, copy);
+  fs::remove(entry);
+  fs::create_symlink(copy, entry);
+  EXPECT_FALSE(ssd.get(key_for("x")));
+  EXPECT_TRUE(fs::exists(copy));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(entry)));
+}
+
+namespace {
+
+// A write the SSD tier's writer blocks in until the test opens the gate: a disk slower than any
+// bound, without timing.
+struct Gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> entered{0};
+  int wait() {
+    entered++;
+    std::unique_lock l(m);
+    cv.wait(l, [&] { return open; });
+    return 0;
+  }
+  void release() {
+    {
+      std::lock_guard l(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+size_t files_under(const std::string& dir) {
+  size_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) n++;
+  return n;
+}
+
+}  // namespace
+
+// .prepfs/evict used to wait for the SSD write queue to drain, which under steady misses never
+// happens. Queued writes are dropped now, and the one in the writer's hands is doomed.
+TEST(TierManager, EvictAllDoesNotWaitForTheSsdQueue) {
+  test::TempDir dir;
+  Gate gate;
+  CacheConfig cfg{1 << 20, 64 << 20, dir.path(), "lru"};
+  cfg.ssd_options.write_fault = [&](const CacheKey&) { return gate.wait(); };
+  TierManager tm(cfg);
+  for (int i = 0; i < 20; i++)
+    tm.get_or_fill(key_for("k" + std::to_string(i)), Form::raw, [&] { return chunk_of(test::pattern(1000, i)); });
+  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_FALSE(tm.flush(std::chrono::milliseconds(20)));  // the writer is stuck: flush gives up
+  auto evicted = std::async(std::launch::async, [&] { tm.evict_all(); });
+  const bool returned = evicted.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  gate.release();
+  ASSERT_TRUE(returned) << "evict_all waited for the SSD write queue";
+  ASSERT_TRUE(tm.flush());
+  EXPECT_EQ(tm.stats(Tier::ram).entries, 0u);
+  EXPECT_EQ(tm.stats(Tier::ssd).entries, 0u);
+  EXPECT_EQ(files_under(dir.path()), 0u) << "a write queued before the eviction landed after it";
+  EXPECT_EQ(gate.entered, 1) << "queued writes were written instead of dropped";
+}
+
+// ENOSPC lowers the budget to what fits, and the budget grows back once the disk has room again
+// (it used to stay lowered for good).
+TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
+  test::TempDir dir;
+  std::atomic<bool> full{false};
+  std::atomic<uint64_t> free_bytes{0};
+  SsdTierOptions o;
+  o.write_fault = [&](const CacheKey&) { return full ? ENOSPC : 0; };
+  o.free_bytes = [&] { return free_bytes.load(); };
+  o.reprobe_interval = std::chrono::milliseconds(0);
+  TierCounters c;
+  const uint64_t budget = 1 << 20, entry = 10'000 + sizeof(SsdEntryHeader);
+  SsdTier ssd(dir.path(), budget, make_policy("lru"), c, o);
+  auto put = [&](int i) {
+    ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(10'000, i)), Form::raw));
+    ASSERT_TRUE(ssd.flush());
+  };
+  for (int i = 0; i < 10; i++) put(i);
+  EXPECT_EQ(ssd.stats().bytes, 10 * entry);
+  full = true;
+  put(10);
+  EXPECT_EQ(load(c.write_errors), 1u);
+  EXPECT_EQ(ssd.stats().budget, 10 * entry / 10 * 9);
+  EXPECT_LE(ssd.stats().bytes, ssd.stats().budget);
+  full = false;
+  put(11);  // no free space yet: the budget stays where it is
+  EXPECT_EQ(ssd.stats().budget, 10 * entry / 10 * 9);
+  free_bytes = 100 << 20;
+  put(12);
+  EXPECT_EQ(ssd.stats().budget, budget);
+  EXPECT_TRUE(ssd.get(key_for("k12")));
+}
+
+// A reader that joins another reader's fill waits at most fill_wait, then fails with ETIMEDOUT;
+// the fill itself goes on and lands for the next reader.
+TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  cfg.fill_wait = std::chrono::milliseconds(50);
+  TierManager tm(cfg);
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  auto filler = std::async(std::launch::async, [&] {
+    return str(tm.get_or_fill(key_for("x"), Form::raw, [&] {
+      gate.wait();
+      return chunk_of("late");
+    }));
+  });
+  while (load(tm.counters().fills) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  try {
+    tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("second fill"); });
+    ADD_FAILURE() << "waited without a bound";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), ETIMEDOUT);
+  }
+  EXPECT_EQ(load(tm.counters().join_timeouts), 1u);
+  go.set_value();
+  EXPECT_EQ(filler.get(), "late");
+  EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
+}
+
+// What the RAM tier keeps is also written to the SSD tier as a spare copy (the placement keeps it
+// in RAM only), so a restart over the same directory starts warm.
+TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
+  test::TempDir dir;
+  const Admission ram_only{true, false, false};
+  {
+    TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+    tm.get_or_fill(
+        key_for("x"), Form::raw, [] { return chunk_of("from source"); }, ram_only);
+    ASSERT_TRUE(tm.flush());
+    EXPECT_EQ(tm.ssd()->spare_stats().entries, 1u);
+    EXPECT_EQ(tm.stats(Tier::ssd).entries, 0u);  // not a planned entry: the quotas do not see it
+  }
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  int fills = 0;
+  EXPECT_EQ(str(tm.get_or_fill(
+                key_for("x"), Form::raw,
+                [&] {
+                  fills++;
+                  return chunk_of("WRONG");
+                },
+                ram_only)),
+            "from source");
+  EXPECT_EQ(fills, 0);
+}
+
+// Spare copies use only the room planned entries leave, give it back first, and sit outside the
+// per-form quotas.
+TEST(SsdTier, SpareCopiesNeverDisplacePlannedEntries) {
+  test::TempDir dir;
+  TierCounters c;
+  const uint64_t entry = 1000 + sizeof(SsdEntryHeader);
+  SsdTier ssd(dir.path(), 3 * entry, make_policy("lru"), c);
+  ssd.set_form_quotas({3 * entry, 0, 0});
+  auto data = [](int i) { return chunk_of(test::pattern(1000, i)); };
+  for (const char* k : {"s1", "s2", "s3"}) ASSERT_TRUE(ssd.put_spare_async(key_for(k), data(1), Form::decoded));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.spare_stats().entries, 3u);  // the decoded quota is 0: spares are outside it
+  ASSERT_TRUE(ssd.put_async(key_for("p1"), data(2), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 1u);
+  EXPECT_EQ(ssd.spare_stats().entries, 2u);
+  EXPECT_FALSE(ssd.contains_spare(key_for("s1")));  // the oldest spare gave way
+  EXPECT_TRUE(ssd.contains_spare(key_for("s2")));
+  for (const char* k : {"p2", "p3"}) ASSERT_TRUE(ssd.put_async(key_for(k), data(3), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 3u);
+  EXPECT_EQ(ssd.spare_stats().entries, 0u);
+  EXPECT_FALSE(ssd.put_spare_async(key_for("s4"), data(4), Form::raw));  // no room left by planned entries
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.stats().entries, 3u);
+  EXPECT_EQ(files_under(dir.path()), 3u);
+  EXPECT_TRUE(ssd.get(key_for("p1")));
+}
+
+// A spare copy survives a restart as a spare (its own file name), and a planned write of the same
+// key replaces it.
+TEST(SsdTier, SpareCopiesSurviveARestartAsSpares) {
+  test::TempDir dir;
+  const uint64_t budget = 1 << 20;
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+    ASSERT_TRUE(ssd.put_spare_async(key_for("s"), chunk_of("spare"), Form::raw));
+    ASSERT_TRUE(ssd.flush());
+    EXPECT_TRUE(std::filesystem::exists(ssd.path_of(key_for("s"), Form::raw, true)));
+  }
+  TierCounters c;
+  SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+  EXPECT_EQ(ssd.spare_stats().entries, 1u);
+  EXPECT_EQ(ssd.stats().entries, 0u);
+  EXPECT_EQ(str(ssd.get(key_for("s"))), "spare");
+  ASSERT_TRUE(ssd.put_async(key_for("s"), chunk_of("spare"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(ssd.spare_stats().entries, 0u);
+  EXPECT_EQ(ssd.stats().entries, 1u);
+  EXPECT_EQ(files_under(dir.path()), 1u);
+  EXPECT_EQ(str(ssd.get(key_for("s"))), "spare");
 }

@@ -1,89 +1,133 @@
-// The SSD tier: one file per chunk under DIR/chunks/XX/, each self-describing (format version,
-// key, length, xxHash3 of the payload), so a torn write or a flipped bit is detected on read and
-// becomes a miss; never wrong bytes. Writes are queued to a background writer so a miss is
-// answered as soon as the source delivered; the queue is bounded and sheds load when the disk
-// is slower than the source. Reads and writes go through io_uring. Survives restarts: the index
-// is rebuilt from the directory at start.
+// The SSD tier: one self-describing file per chunk (cache/ssd_entry.h) in a private directory
+// reached only by descriptor (cache/ssd_dir.h), so a torn write or a flipped bit is detected on
+// read and becomes a miss, never wrong bytes. Writes are queued to one background writer so a miss
+// is answered as soon as the source delivered; the queue is bounded (bytes and entries) and sheds
+// load when the disk is slower than the source. Survives restarts: the index is rebuilt from the
+// directory at start.
+//
+// Two kinds of entries share the budget. Planned entries are what the partition places here
+// (per-form quotas apply). Spare copies are what the RAM tier holds, written while the budget has
+// room so that a restart starts warm: they use only the room planned entries leave free, are the
+// first to go when a planned entry needs it (then the oldest spare first), are outside the quotas,
+// and are files of their own name (".spare"), so a restart tells them apart.
+//
+// No file-system call happens under the tier's lock, and every wait is bounded.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "prepfs/cache/chunk.h"
+#include "prepfs/cache/ssd_dir.h"
+#include "prepfs/cache/ssd_entry.h"
 #include "prepfs/cache/tier_index.h"
 #include "prepfs/common/stats.h"
 
 namespace prepfs {
 
-struct SsdEntryHeader {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_size;
-  uint64_t key_hi;
-  uint64_t key_lo;
-  uint64_t length;
-  uint64_t checksum;  // XXH3_64 of the payload, seeded with key_lo
-  uint8_t form;
-  uint8_t reserved[7];
-  uint64_t header_checksum;  // XXH3_64 of the bytes above
+struct SsdTierOptions {
+  // Room for a burst of misses (a cold epoch over a fast source) without dropping admissions;
+  // spare copies get half of it, so they never crowd out planned writes.
+  uint64_t max_pending_bytes = 256ull << 20;
+  size_t max_pending_jobs = 65536;
+  // After the disk filled up (ENOSPC) the budget is lowered to what fits; free space is probed
+  // again this often and the budget grows back (never above the configured one).
+  std::chrono::milliseconds reprobe_interval{30'000};
+  // How long the destructor waits for queued writes before dropping them.
+  std::chrono::milliseconds drain_timeout{10'000};
+  // Fault injection for tests: an errno to fail the next entry write with (0: none), and the free
+  // space the re-probe sees (default: statvfs of the directory).
+  std::function<int(const CacheKey&)> write_fault;
+  std::function<uint64_t()> free_bytes;
 };
-static_assert(sizeof(SsdEntryHeader) == 64);
+
+struct SpareStats {
+  uint64_t bytes = 0;
+  size_t entries = 0;
+};
 
 class SsdTier {
  public:
-  static constexpr uint32_t kFormatVersion = 1;
-  // Room for a burst of misses (a cold epoch over a fast source) without dropping admissions.
-  static constexpr uint64_t kMaxPendingBytes = 256ull << 20;
-
-  // dir is created if needed. Throws Error when it cannot be created or written.
+  // dir is created if needed (mode 0700) and must be private. Throws Error when it cannot be
+  // created, written, or trusted.
+  // residency (may be null) counts each sample's entries over all tiers.
   SsdTier(const std::string& dir, uint64_t budget, std::unique_ptr<EvictionPolicy> policy, TierCounters& counters,
-          SampleResidency* residency = nullptr);
-  ~SsdTier();  // drains the write queue, so a clean stop leaves every admitted chunk on disk
+          SsdTierOptions opts = {}, SampleResidency* residency = nullptr);
+  ~SsdTier();  // lands queued writes (for at most drain_timeout), so a clean stop keeps them
 
   // null on a miss, and on a corrupt entry (then removed). An entry found on disk at start learns
   // its sample on its first hit.
   ChunkRef get(const CacheKey& key, uint32_t sample = kNoSample);
-  // Queues a write; false when the queue is full (the entry is simply not cached on SSD).
+  // Queues a write of a planned entry; false when the queue is full (the entry is simply not
+  // cached on SSD).
   bool put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
-  void sample_changed(uint32_t sample);
+  void sample_changed(uint32_t sample);  // its next use changed: re-rank its planned entries
+  // Queues a spare copy of an entry the RAM tier holds; false when there is no room for it (in the
+  // budget planned entries leave free, or in its half of the queue).
+  bool put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
   void erase(const CacheKey& key);
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
-  void flush();  // waits until the queue is empty
-  void clear();  // removes every entry
+  // Waits until the queue is empty and the writer idle, at most `timeout`; false on a timeout.
+  bool flush(std::chrono::milliseconds timeout = std::chrono::minutes(1));
+  // Removes every entry at once, without waiting for the queue: queued writes are dropped, the one
+  // the writer has in hand is doomed (it removes it when done).
+  void clear();
 
-  TierStats stats() const;  // budget, bytes and entries, per form too, in one snapshot
-  bool contains(const CacheKey& key) const;
-  uint64_t queued_bytes();                                    // bytes waiting in the write queue
-  size_t queued_jobs();                                       // entries waiting in the write queue
-  std::string path_of(const CacheKey& key, Form form) const;  // for tests and tools
+  TierStats stats() const;  // planned entries: budget (as lowered when full), bytes, per form
+  SpareStats spare_stats() const;
+  bool contains(const CacheKey& key) const;        // a planned entry
+  bool contains_spare(const CacheKey& key) const;  // a spare copy
+  uint64_t queued_bytes();                         // bytes waiting in the write queue
+  size_t queued_jobs();                            // entries waiting in the write queue
+  // Where an entry's file is (for tests and tools).
+  std::string path_of(const CacheKey& key, Form form, bool spare = false) const;
 
  private:
   struct Job {
     CacheKey key;
     ChunkRef chunk;
     Form form;
+    bool spare;
     uint32_t sample;
   };
+  using Names = std::vector<std::pair<CacheKey, std::string>>;  // files to unlink
+
+  bool enqueue(Job job, uint64_t queue_limit);
   void load_existing();
   void writer_loop();
   void write_entry(const Job& job);
-  void unlink_keys(const std::vector<CacheKey>& keys);
-  std::string find_path(const CacheKey& key) const;  // whichever form suffix exists
+  int write_file(const Job& job);  // the temporary file, then the rename; 0 or the errno
+  void maybe_reprobe();
+  void unlink_all(const Names& names);
 
-  std::string dir_;
+  // Under mu_: index changes, each collecting the files to unlink once the lock is dropped.
+  bool admit_planned(const Job& job, uint64_t size, Names* gone);
+  bool admit_spare(const Job& job, uint64_t size, Names* gone);
+  void forget(const CacheKey& key, Names* gone);  // from whichever index holds it
+  void collect(const std::vector<CacheKey>& evicted, Names* gone);
+  void set_budget(uint64_t budget, Names* gone);
+
+  SsdTierOptions opts_;
+  SsdDir dir_;
   TierCounters& counters_;
+  const uint64_t configured_budget_;
 
-  mutable std::mutex mu_;  // guards index_, pending_, forms_
-  TierIndex index_;
-  std::unordered_set<CacheKey, CacheKeyHash> pending_;  // admitted, not yet renamed into place
-  std::unordered_map<CacheKey, Form, CacheKeyHash> forms_;
+  mutable std::mutex mu_;  // guards everything down to the queue's own lock
+  TierIndex planned_;
+  TierIndex spare_;                                              // LRU; its budget is what planned_ leaves free
+  std::unordered_map<CacheKey, EntryName, CacheKeyHash> names_;  // every indexed or pending key
+  std::unordered_set<CacheKey, CacheKeyHash> pending_;           // admitted, not yet renamed into place
   // Erased while the writer had them in hand: the writer drops them instead of landing them.
   std::unordered_set<CacheKey, CacheKeyHash> doomed_;
   bool full_logged_ = false;
+  std::chrono::steady_clock::time_point next_probe_{};
 
   std::mutex q_mu_;
   std::condition_variable q_cv_, idle_cv_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "prepfs/cache/chunk.h"
 #include "prepfs/cache/key.h"
 #include "prepfs/cache/ram_tier.h"
+#include "prepfs/cache/sample_residency.h"
 #include "prepfs/cache/ssd_tier.h"
 #include "prepfs/common/function_ref.h"
 #include "prepfs/common/stats.h"
@@ -28,7 +30,7 @@ struct Admission {
   // The entry's last use (an augmented variant's last serve): a cached copy is served and then
   // dropped, a fill is kept nowhere, not even among the recent fills.
   bool last_use = false;
-  // Kept among the recent fills when admitted to no tier (the file's next read requests reuse
+  // Kept among the recent fills when RAM does not keep it (the file's next read requests reuse
   // it). Off for fills a caller keeps elsewhere itself (the prefetcher's staging).
   bool recent = true;
   static Admission none() { return {false, false, false, true}; }
@@ -42,7 +44,11 @@ struct CacheConfig {
   uint64_t ssd_bytes = 0;
   std::string ssd_dir;  // the tier's own directory (already specific to one source)
   std::string eviction = "lru";
-  size_t samples = 0;                          // entries name their sample by index node id below this (residency)
+  // How long a reader waits for another reader's fill of the same key before giving up with
+  // ETIMEDOUT (the fill itself goes on, and lands for the next reader).
+  std::chrono::milliseconds fill_wait{std::chrono::seconds(60)};
+  SsdTierOptions ssd_options = {};
+  size_t samples = 0;  // entries name their sample by index node id below this (residency)
   const SampleKnowledge* knowledge = nullptr;  // orders and importance, for belady/importance
 };
 
@@ -51,7 +57,8 @@ struct CacheCounters {
   TierCounters ssd;
   std::atomic<uint64_t> fills{0};  // misses of both tiers that ran the fill
   std::atomic<uint64_t> fill_errors{0};
-  std::atomic<uint64_t> joined{0};  // readers that waited on another's fill
+  std::atomic<uint64_t> joined{0};         // readers that waited on another's fill
+  std::atomic<uint64_t> join_timeouts{0};  // ... and gave up after CacheConfig::fill_wait
   // Per form (index: Form), as seen by get_or_fill: where each chunk request was answered.
   struct PerForm {
     std::atomic<uint64_t> ram_hits{0}, ram_hit_bytes{0};
@@ -68,21 +75,23 @@ class TierManager {
   using Fill = FunctionRef<ChunkRef()>;
   // Returns the chunk for key. On a miss of both tiers runs fill() once (concurrent callers of
   // the same key wait for that one run) and admits what it returns to the tiers `admit` names
-  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk not admitted to RAM is kept
-  // among the last few such chunks, so the next read requests of the same file (the kernel splits
-  // a file into several) do not fetch or render it again; with admit.last_use it is kept nowhere
-  // and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
-  // nothing is admitted then.
+  // (an SSD hit is promoted to RAM only when RAM is admitted). A chunk the RAM tier does not keep
+  // (not admitted, or refused) joins its recent fills, so the next read requests of the same file
+  // (the kernel splits a file into several) do not fetch or render it again; with admit.last_use
+  // it is kept nowhere and a cached copy is dropped once returned. fill's exceptions propagate to every waiter;
+  // nothing is admitted then. A caller waiting for another's fill gives up after cfg.fill_wait
+  // (ETIMEDOUT). Whatever RAM keeps is also queued to the SSD tier as a spare copy while the SSD
+  // budget has room, so a restart starts warm (see SsdTier).
   // `sample` owns the entry (kNoSample: none): residency and ranking policies count by it.
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
-  // Whether a tier (or the recent fills) holds key, without touching it.
+  // Whether a tier (or the recent fills) holds key, without filling anything.
   bool contains(const CacheKey& key);
   // A sample was read: its next use (and so its rank under belady) changed.
   void sample_changed(uint32_t sample);
   SampleResidency& residency() { return residency_; }  // the staging counts its samples too
   const SampleResidency& residency() const { return residency_; }
 
-  // The chunk if a tier holds it (RAM, the recent fills admitted nowhere, then SSD), without
+  // The chunk if a tier holds it (RAM, its recent fills, then SSD), without
   // filling or admitting anything.
   ChunkRef lookup(const CacheKey& key);
   void erase(const CacheKey& key);  // from both tiers
@@ -92,8 +101,10 @@ class TierManager {
   // to go when another form needs room (gradual migration, never a flush).
   void set_partition(const std::array<double, kForms>& ram_shares, const std::array<double, kForms>& ssd_shares);
 
-  void evict_all();  // both tiers
-  void flush();      // waits for queued SSD writes
+  // Both tiers, at once: queued SSD writes are dropped, never waited for.
+  void evict_all();
+  // Waits for queued SSD writes, at most `timeout`; false when some were still queued.
+  bool flush(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   const CacheCounters& counters() const { return counters_; }
   // One tier's snapshot (an absent SSD tier holds nothing and has no budget).
@@ -102,17 +113,11 @@ class TierManager {
   SsdTier* ssd() { return ssd_.get(); }  // null when ssd=0
 
  private:
+  CacheConfig cfg_;
   CacheCounters counters_;
-  SampleResidency residency_;
+  SampleResidency residency_;  // before the tiers, which count into it
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
-  ChunkRef recent_get(const CacheKey& key);
-  void recent_put(const CacheKey& key, const ChunkRef& chunk);
-
-  static constexpr size_t kRecent = 32;  // fills admitted nowhere, kept for the next requests
-  std::mutex recent_mu_;
-  std::array<std::pair<CacheKey, ChunkRef>, kRecent> recent_{};
-  size_t recent_next_ = 0;
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
 };

@@ -40,6 +40,8 @@ struct Options {
   unsigned aug_reuse = 1;              // aug_reuse= serve each augmented variant N times
   unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
   uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
+  uint64_t max_input = 128ull << 20;   // max_input= refuse larger image files (EIO), before fetching
+  uint64_t transform_mem = 0;          // transform_mem= memory of the renders in progress; 0: by cores
   bool fast_paths = true;              // fast_paths= DCT scaling for augmented/
   bool crop_decode = true;             // crop_decode= decode only the crop region (augmented/)
 

@@ -77,7 +77,9 @@ struct RenderCounters {
   std::atomic<uint64_t> decode_cpu_ns{0};   // decoded/ renders (decode + encode)
   std::atomic<uint64_t> augment_cpu_ns{0};  // augmented renders from JPEG bytes
   std::atomic<uint64_t> augment_from_decoded_cpu_ns{0};
-  std::atomic<uint64_t> waits{0};  // renders that waited for a cpu slot
+  std::atomic<uint64_t> waits{0};         // renders that waited for a cpu slot
+  std::atomic<uint64_t> memory_waits{0};  // renders that waited for transform memory
+  std::atomic<uint64_t> timeouts{0};      // renders that gave up waiting (ETIMEDOUT)
 };
 
 // What the views answered, and the request mix per view (the profiler's "which view is read").

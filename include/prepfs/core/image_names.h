@@ -1,6 +1,7 @@
 // How the image views name and list files: source "a/x.JPEG" appears as "a/x.ppm" (or .npy);
 // non-images are not listed; directories keep their names. Shared by decoded/ (main session)
-// and augmented/ (its own session).
+// and augmented/ (its own session). An image is hidden (logged once) when its name in the view
+// cannot be used: longer than NAME_MAX, or the name of a sibling directory (the directory wins).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,8 @@ class ImageNames {
   std::string output_name(std::string_view source_name) const;
   // A child of dir listed in the view: a directory, or an image whose output name is name.
   std::optional<uint32_t> lookup(uint32_t dir, std::string_view name) const;
-  // Whether node is visible in the view (directories always; files when they are images and
-  // no earlier sibling claims the same output name).
+  // Whether node is visible in the view (directories always; files when they are images, their
+  // output name is usable, and no earlier sibling claims the same output name).
   bool visible(uint32_t node) const;
   // The name node has in the view.
   std::string name(uint32_t node) const;
@@ -30,6 +31,9 @@ class ImageNames {
  private:
   bool claims(uint32_t node, std::string_view stem) const;
   std::optional<uint32_t> first_claimant(uint32_t dir, std::string_view stem) const;
+  // False (logged once per file) when node's output name is too long or a sibling directory's.
+  bool usable_name(uint32_t node, std::string_view stem) const;
+  void hide_once(uint32_t node, const std::string& why) const;
   const Tree& tree_;
   std::string ext_;
 };

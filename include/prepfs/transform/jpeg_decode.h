@@ -40,6 +40,10 @@ inline constexpr int kDefaultMaxScans = 500;
 struct DecodeLimits {
   std::uint64_t max_pixels = kDefaultMaxPixels;
   int max_scans = kDefaultMaxScans;
+  // Bytes libjpeg may allocate (its max_memory_to_use; 0: no cap). What grows with the image is
+  // the coefficient buffers of progressive and multi-scan files; a file that needs more fails
+  // with kTooLarge before allocating them.
+  std::uint64_t max_memory = 0;
 };
 
 struct Rect {

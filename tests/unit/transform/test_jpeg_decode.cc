@@ -273,6 +273,31 @@ TEST(JpegDecode, ScanCapRefusesEndlessProgressiveFiles) {
   EXPECT_NO_THROW(decode_jpeg(hostile, l));  // the cap, not the data, was the reason
 }
 
+// DecodeLimits::max_memory caps libjpeg's whole-image coefficient buffers (progressive files):
+// over the cap the decode fails as too large instead of allocating them. A baseline file has no
+// such buffers and decodes under the same cap.
+TEST(JpegDecode, MaxMemoryCapsProgressiveCoefficientBuffers) {
+  EncodeParams prog;
+  prog.progressive = true;
+  prog.jpeg_space = "cmyk";
+  const Bytes progressive = make(512, 512, 4, prog);  // coefficients: 4 * 64 * 64 blocks * 128 B = 2 MiB
+  EncodeParams base;
+  base.jpeg_space = "cmyk";
+  const Bytes baseline = make(512, 512, 4, base);
+  DecodeLimits capped;
+  capped.max_memory = 1 << 20;
+  try {
+    decode_jpeg(progressive, capped);
+    FAIL() << "a 2 MiB coefficient buffer under a 1 MiB cap";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.kind(), DecodeError::Kind::kTooLarge) << e.what();
+  }
+  EXPECT_EQ(decode_jpeg(baseline, capped).pixels, decode_jpeg(baseline).pixels);
+  DecodeLimits enough;
+  enough.max_memory = 8 << 20;
+  EXPECT_EQ(decode_jpeg(progressive, enough).pixels, decode_jpeg(progressive).pixels);
+}
+
 TEST(JpegDecode, NotJpegAndMisuse) {
   EXPECT_EQ(expect_error(Bytes{}), DecodeError::Kind::kNotJpeg);
   EXPECT_EQ(expect_error(Bytes{'h', 'e', 'l', 'l', 'o'}), DecodeError::Kind::kNotJpeg);

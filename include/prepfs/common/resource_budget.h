@@ -1,0 +1,51 @@
+// A quantity of something (cores for transforms, bytes of transform memory) that callers take a
+// part of and give back. A taker waits for its part at most a bound, and a part larger than the
+// whole is refused at once: no wait in the daemon is unbounded. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace prepfs {
+
+class ResourceBudget {
+ public:
+  explicit ResourceBudget(uint64_t total) : total_(total) {}
+
+  enum class Take { taken, too_large, timed_out };
+  // Takes `amount` (0 is always taken), waiting at most `wait` for others to give it back.
+  // Waiters are served in no particular order.
+  Take take(uint64_t amount, std::chrono::milliseconds wait);
+  void give_back(uint64_t amount);
+
+  uint64_t total() const { return total_; }
+  uint64_t in_use() const;
+
+  // Gives `amount` back when it goes out of scope (unless released).
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(ResourceBudget* budget, uint64_t amount) : budget_(budget), amount_(amount) {}
+    Hold(Hold&& o) noexcept : budget_(o.budget_), amount_(o.amount_) { o.budget_ = nullptr; }
+    Hold& operator=(Hold&& o) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold() { reset(); }
+    void reset();
+    uint64_t amount() const { return budget_ ? amount_ : 0; }
+
+   private:
+    ResourceBudget* budget_ = nullptr;
+    uint64_t amount_ = 0;
+  };
+
+ private:
+  const uint64_t total_;
+  mutable std::mutex mu_;
+  std::condition_variable freed_;
+  uint64_t used_ = 0;
+};
+
+}  // namespace prepfs

@@ -1,0 +1,158 @@
+// The transform memory budget: what one render may use (store/render_memory.h), and the
+// renderer taking it before it fetches the input, refusing what cannot fit, and waiting for it at
+// most a bound (common/resource_budget.h).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <future>
+#include <thread>
+
+#include "prepfs/common/error.h"
+#include "prepfs/common/resource_budget.h"
+#include "prepfs/store/render_memory.h"
+#include "prepfs/store/renderer.h"
+#include "prepfs/transform/pipeline_spec.h"
+
+using namespace prepfs;
+using namespace std::chrono_literals;
+
+namespace {
+
+SampleShapes shapes() {
+  SampleShapes s;
+  s.spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  return s;
+}
+
+Sample sample(uint32_t width, uint32_t height, uint64_t file_size) {
+  Sample s;
+  s.node = 1;
+  s.path = "a.jpg";
+  s.version = FileVersion{file_size, 1};
+  s.dims = ImageDims{width, height};
+  s.is_sample = true;
+  return s;
+}
+
+}  // namespace
+
+TEST(ResourceBudget, TakesGivesBackAndBoundsEveryWait) {
+  ResourceBudget b(100);
+  EXPECT_EQ(b.take(101, 0ms), ResourceBudget::Take::too_large);
+  EXPECT_EQ(b.take(60, 0ms), ResourceBudget::Take::taken);
+  EXPECT_EQ(b.take(50, 10ms), ResourceBudget::Take::timed_out);
+  auto waiter = std::async(std::launch::async, [&] { return b.take(50, 60s); });
+  std::this_thread::sleep_for(10ms);
+  b.give_back(60);
+  EXPECT_EQ(waiter.get(), ResourceBudget::Take::taken);
+  EXPECT_EQ(b.in_use(), 50u);
+  { ResourceBudget::Hold hold(&b, 50); }
+  EXPECT_EQ(b.in_use(), 0u);
+}
+
+TEST(RenderMemory, CountsInputPixelsOutputAndLibjpeg) {
+  const SampleShapes s = shapes();
+  const ImageDims photo{4000, 3000};
+  const uint64_t big_budget = 1ull << 40;
+  RenderMemory d = render_memory(s, photo, 5'000'000, RenderPath::decode, big_budget);
+  EXPECT_EQ(d.input, 5'000'000u);
+  EXPECT_EQ(d.output, s.decoded_size(photo));  // decoded straight into the output
+  EXPECT_EQ(d.pixels, 0u);
+  EXPECT_EQ(d.libjpeg_coefficients, 4u * (500 + 4) * (375 + 4) * 128);  // four full-resolution components
+  // The coefficients' share shrinks to what the budget leaves; the rest is what it is.
+  const uint64_t tight = d.total() - d.libjpeg_coefficients + 1000;
+  RenderMemory capped = render_memory(s, photo, 5'000'000, RenderPath::decode, tight);
+  EXPECT_EQ(capped.libjpeg_coefficients, 1000u);
+  EXPECT_EQ(capped.total(), tight);
+  // Augmenting holds the decoded image, the crop's resampling and the output.
+  RenderMemory a = render_memory(s, photo, 5'000'000, RenderPath::augment_from_jpeg, big_budget);
+  EXPECT_EQ(a.pixels, 3u * (4000 * 3000 + 224 * 3000 + 224 * 224));
+  EXPECT_EQ(a.output, s.augmented_size(photo));
+  RenderMemory p = render_memory(s, photo, 5'000'000, RenderPath::augment_from_pixels, big_budget);
+  EXPECT_EQ(p.input + p.libjpeg(), 0u);
+  EXPECT_EQ(p.pixels, a.pixels);
+}
+
+TEST(Renderer, RefusesAnInputOverMaxInputBeforeFetchingIt) {
+  RenderCounters counters;
+  RenderConfig rc;
+  rc.shapes = shapes();
+  rc.max_input = 1 << 20;
+  Renderer r(rc, counters);
+  bool fetched = false;
+  auto fetch = [&] {
+    fetched = true;
+    return JpegBytes{};
+  };
+  try {
+    r.decoded(sample(16, 16, 3ull << 30), fetch);
+    FAIL() << "a 3 GiB input was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EIO);
+    EXPECT_NE(std::string(e.what()).find("max_input"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fetched);
+}
+
+TEST(Renderer, RefusesARenderThatCannotFitTheBudgetBeforeFetching) {
+  RenderCounters counters;
+  RenderConfig rc;
+  rc.shapes = shapes();
+  rc.transform_mem = 64 << 20;
+  Renderer r(rc, counters);
+  bool fetched = false;
+  try {
+    r.decoded(sample(8000, 8000, 1000), [&] {  // 192 MB of output alone
+      fetched = true;
+      return JpegBytes{};
+    });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EIO);
+    EXPECT_NE(std::string(e.what()).find("transform_mem"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fetched);
+}
+
+// While one render holds the memory, another that needs it waits at most `wait`, then fails with
+// ETIMEDOUT without having fetched anything.
+TEST(Renderer, WaitsForTransformMemoryAtMostItsBound) {
+  RenderCounters counters;
+  RenderConfig rc;
+  rc.shapes = shapes();
+  rc.transform_mem = 20 << 20;  // one 1000 x 1000 decode at a time (13 MB: 3 MB of pixels, 10 of libjpeg)
+  rc.wait = 50ms;
+  rc.cpu = 4;
+  Renderer r(rc, counters);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<bool> holding{false};
+  auto first = std::async(std::launch::async, [&] {
+    try {
+      r.decoded(sample(1000, 1000, 1000), [&] {
+        holding = true;
+        gate.wait();
+        return JpegBytes{};  // not a JPEG: EIO, which is not what this test is about
+      });
+    } catch (const Error&) {
+    }
+  });
+  while (!holding) std::this_thread::sleep_for(1ms);
+  EXPECT_GT(r.transform_mem_in_use(), 10u << 20);
+  bool fetched = false;
+  try {
+    r.decoded(sample(1000, 1000, 1000), [&] {
+      fetched = true;
+      return JpegBytes{};
+    });
+    ADD_FAILURE() << "no wait for memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), ETIMEDOUT) << e.what();
+  }
+  EXPECT_FALSE(fetched);
+  EXPECT_EQ(load(counters.timeouts), 1u);
+  release.set_value();
+  first.get();
+  EXPECT_EQ(r.transform_mem_in_use(), 0u);
+}
