@@ -95,7 +95,8 @@ std::unique_ptr<EvictionPolicy> make_policy(const std::string& name, uint64_t se
   if (name == "belady") return std::make_unique<BeladyPolicy>(knowledge);
   if (name == "auto") return std::make_unique<BeladyPolicy>(knowledge, true);
   if (name == "importance") return std::make_unique<ImportancePolicy>(knowledge);
-  throw Error(EINVAL, "unknown eviction policy '" + name + "' (expected auto, lru, lfu, random, none, belady or importance)");
+  throw Error(EINVAL,
+              "unknown eviction policy '" + name + "' (expected auto, lru, lfu, random, none, belady or importance)");
 }
 
 }  // namespace prepfs

@@ -84,7 +84,7 @@ void SsdTier::load_existing() {
   Names gone;
   for (const Found& f : found) {
     const Job job{f.name.key, nullptr, f.name.form, f.name.spare, kNoSample};  // its sample is learnt on a hit
-    const bool duplicate = names_.count(f.name.key) != 0;  // a spare next to its planned entry
+    const bool duplicate = names_.count(f.name.key) != 0;                      // a spare next to its planned entry
     if (duplicate || !(f.name.spare ? admit_spare(job, f.size, &gone) : admit_planned(job, f.size, &gone))) {
       junk.emplace_back(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare));
       continue;

@@ -18,8 +18,7 @@ void TierIndex::erase_entry(std::unordered_map<CacheKey, Meta, CacheKeyHash>::it
   entries_.erase(it);
 }
 
-bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted,
-                      uint32_t sample) {
+bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted, uint32_t sample) {
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.size == size) {
       policy_->on_access(key);

@@ -15,8 +15,8 @@ LogLimiter g_join_timeout_log;
 }  // namespace
 
 TierManager::TierManager(const CacheConfig& cfg) : cfg_(cfg), residency_(cfg.samples) {
-  ram_ = std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1, cfg.knowledge), counters_.ram,
-                                   &residency_);
+  ram_ =
+      std::make_unique<RamTier>(cfg.ram_bytes, make_policy(cfg.eviction, 1, cfg.knowledge), counters_.ram, &residency_);
   if (cfg.ssd_bytes > 0)
     ssd_ = std::make_unique<SsdTier>(cfg.ssd_dir, cfg.ssd_bytes, make_policy(cfg.eviction, 2, cfg.knowledge),
                                      counters_.ssd, cfg.ssd_options, &residency_);
@@ -24,6 +24,10 @@ TierManager::TierManager(const CacheConfig& cfg) : cfg_(cfg), residency_(cfg.sam
 
 bool TierManager::contains(const CacheKey& key) {
   return ram_->contains(key) || ram_->has_recent(key) || (ssd_ && (ssd_->contains(key) || ssd_->contains_spare(key)));
+}
+
+bool TierManager::in_tier(const CacheKey& key) const {
+  return ram_->contains(key) || (ssd_ && (ssd_->contains(key) || ssd_->contains_spare(key)));
 }
 
 void TierManager::sample_changed(uint32_t sample) {

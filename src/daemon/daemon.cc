@@ -129,6 +129,11 @@ CacheConfig cache_config(const Options& o, const std::string& cache_dir, size_t 
   return cc;
 }
 
+// Entries fetched ahead of their read wait in the staging area: prefetches (prefetch_window
+// bounds them) and the first chunks a lazy first mount reads for image headers, which need room
+// even with prefetching off.
+constexpr uint64_t kMinStaging = 32ull << 20;
+
 StoreConfig::Members members_for(const std::string& eviction) {
   if (eviction == "belady" || eviction == "importance") return StoreConfig::Members::policy;
   if (eviction == "auto") return StoreConfig::Members::policy_with_order;
@@ -194,7 +199,6 @@ struct Daemon::Parts {
     spdlog::info("files of {} changed under this mount: the next mount lists it again", opts.source);
   }
 
-  
   // The sample list jobs index by (.prepfs/samples, resident, importance): it needs every
   // header, so the first job to ask waits for the probing to finish.
   const SampleList& samples() {
@@ -205,24 +209,14 @@ struct Daemon::Parts {
     return *samples_list;
   }
 
-  // Every image header is known: persist them, and plan with the real sample count (the plan at
-  // mount saw only the headers known then).
-  std::mutex ready_mu;
-  bool ready = false, headers_done = false;
+  // Every image header is known (checked each profiler tick): persist them, and plan with the
+  // real sample count (the plan at mount saw only the headers known then).
+  bool headers_done = false;  // the profiler's thread only, once running
   void headers_known() {
-    persist_index();
-    std::lock_guard lock(ready_mu);
     headers_done = true;
-    if (ready) replan_with_all_headers();
-  }
-  void replan_with_all_headers() {
+    persist_index();
     profiler->refresh_sizes();
     planner->plan_now("every image header read");
-  }
-  void constructed() {
-    std::lock_guard lock(ready_mu);
-    ready = true;
-    if (headers_done) replan_with_all_headers();
   }
 
   void persist_index() {
@@ -288,14 +282,17 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.transform_mem = transform_mem(opts, rc.cpu);
   rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
-  p.staging = std::make_unique<Staging>(opts.prefetch_window, p.cache->residency(), p.prefetch_counters);
+  p.staging = std::make_unique<Staging>(std::max<uint64_t>(opts.prefetch_window, kMinStaging), p.cache->residency(),
+                                        p.prefetch_counters);
   StoreConfig sc;
   sc.members = members_for(opts.eviction);
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
                                           JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
 
-  p.prober = std::make_unique<HeaderProber>(*p.tree, *p.store, std::max(4u, std::min(opts.threads, 32u)),
-                                            [&p] { p.headers_known(); });
+  p.prober = std::make_unique<HeaderProber>(*p.tree, *p.store, *p.source, std::max(4u, std::min(opts.threads, 32u)));
+  // A few headers now, so that the plan at mount knows roughly how many files are images and how
+  // large their forms are; the rest are read while serving.
+  p.prober->ensure_some(64);
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;
@@ -304,8 +301,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
-                                                 p.prober.get());
+  p.augmented_fs =
+      std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned, p.prober.get());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -349,11 +346,13 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   });
 
   p.profiler->on_tick([&p] {
+    // Once the last header a lazy first mount did not read is known: persist, and plan again.
+    if (!p.headers_done && p.tree->probed()) p.headers_known();
     p.planner->on_tick();
     p.note_source_changes();
   });
+  p.headers_done = p.tree->probed();  // nothing left to read: the plan at mount stands
   p.profiler->start(std::chrono::seconds(1));
-  p.constructed();
 }
 
 Daemon::~Daemon() { stop(); }
@@ -362,10 +361,7 @@ void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
   p_->note_source_changes();
   if (p_->prefetcher) p_->prefetcher->stop();
-  if (!p_->prober->complete()) {
-    p_->prober->stop();
-    p_->persist_index();  // the headers read so far: the next mount reads only the rest
-  }
+  if (!p_->headers_done) p_->persist_index();  // the headers read so far: the next mount reads only the rest
   if (!p_->cache->flush(std::chrono::seconds(10)))
     spdlog::warn("the SSD did not take every queued write within 10 s; the rest are dropped at exit");
 }

@@ -88,6 +88,25 @@ void Profiler::refresh_sizes() {
     decoded += double(src_.shapes.decoded_size(t.dims(id)));
     augmented += double(src_.shapes.augmented_size(t.dims(id)));
   });
+  // Files whose header a lazy first mount has not read yet count as samples in the proportion the
+  // read ones are, with the read ones' mean derived sizes (the plan at mount needs a count).
+  double unknown = 0, unknown_raw = 0, known_files = 0;
+  for (uint32_t id = 0; id < t.size(); id++) {
+    if (!S_ISREG(t.mode(id))) continue;
+    if (t.dims(id).known()) {
+      known_files++;
+    } else {
+      unknown++;
+      unknown_raw += double(t.version(id).size);
+    }
+  }
+  if (unknown > 0 && n > 0) {
+    const double share = n / known_files;
+    decoded += decoded / n * unknown * share;
+    augmented += augmented / n * unknown * share;
+    raw += unknown_raw * share;
+    n += unknown * share;
+  }
   std::lock_guard lock(mu_);
   samples_ = n;
   size_ = n > 0 ? std::array<double, kForms>{raw / n, decoded / n, augmented / n} : std::array<double, kForms>{};

@@ -4,29 +4,38 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
-namespace prepfs {
+#include "prepfs/index/image_probe.h"
 
-HeaderProber::HeaderProber(Tree& tree, SampleStore& store, unsigned threads, std::function<void()> on_complete)
-    : tree_(tree), store_(store), threads_(std::max(1u, threads)), on_complete_(std::move(on_complete)) {
-  if (complete()) {
-    finished_ = true;
-    return;
-  }
-  spdlog::info("image headers: {} to read while serving", tree_.unprobed_count());
-  thread_ = std::thread([this] { background(); });
+namespace prepfs {
+namespace {
+
+// Runs fn(item) for every item with up to `threads` threads (the caller's among them): probes are
+// latency-bound on a remote source, so as many as the source takes, not as cores.
+template <class F>
+void in_parallel(const std::vector<uint32_t>& items, unsigned threads, F&& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < items.size();) fn(items[i]);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<unsigned>(threads, static_cast<unsigned>(items.size())); t++)
+    pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
 }
 
-HeaderProber::~HeaderProber() { stop(); }
+}  // namespace
 
-void HeaderProber::stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
+HeaderProber::HeaderProber(Tree& tree, SampleStore& store, Source& source, unsigned threads)
+    : tree_(tree), store_(store), source_(source), threads_(std::max(1u, threads)) {
+  if (!complete()) spdlog::info("image headers: {} to read while serving", tree_.unprobed_count());
 }
 
 void HeaderProber::probe(uint32_t node) {
-  if (tree_.dims(node).known() || !S_ISREG(tree_.node(node).mode)) return;
+  if (tree_.dims(node).known() || !S_ISREG(tree_.mode(node))) return;
   try {
     store_.probe_head(store_.resolve(node));
   } catch (const std::exception& e) {
@@ -43,37 +52,31 @@ void HeaderProber::ensure_dir(uint32_t dir, unsigned threads) {
   const Node& d = tree_.node(dir);
   std::vector<uint32_t> todo;
   for (uint32_t c = d.first_child; c < d.first_child + d.nchildren; c++)
-    if (S_ISREG(tree_.node(c).mode) && !tree_.dims(c).known()) todo.push_back(c);
-  if (todo.empty()) return;
-  // Latency-bound on a remote source: as many readers as the source takes, not as cores.
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < todo.size();) probe(todo[i]);
-  };
-  const unsigned n = std::min<unsigned>(threads ? threads : threads_, static_cast<unsigned>(todo.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; t++) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+    if (S_ISREG(tree_.mode(c)) && !tree_.dims(c).known()) todo.push_back(c);
+  in_parallel(todo, threads ? threads : threads_, [&](uint32_t node) { probe(node); });
 }
 
 void HeaderProber::ensure_all() {
-  if (complete()) return;
   for (uint32_t id = 0; id < tree_.size() && !complete(); id++)
     if (tree_.is_dir(id)) ensure_dir(id);
 }
 
-// In node order (directory by directory, as a listing walks them), a few at a time: it overlaps
-// the first epoch rather than racing it for the source.
-void HeaderProber::background() {
-  for (uint32_t id = 0; id < tree_.size() && !stop_; id++)
-    if (tree_.is_dir(id)) ensure_dir(id, std::min(threads_, 4u));
-  if (stop_) return;
-  spdlog::info("image headers: all known ({} images)", tree_.image_count());
-  if (on_complete_) on_complete_();
-  std::lock_guard lock(mu_);
-  finished_ = true;
-  done_cv_.notify_all();
+void HeaderProber::ensure_some(size_t count) {
+  std::vector<uint32_t> unknown;
+  for (uint32_t id = 0; id < tree_.size(); id++)
+    if (S_ISREG(tree_.mode(id)) && !tree_.dims(id).known()) unknown.push_back(id);
+  if (unknown.empty() || count == 0) return;
+  std::vector<uint32_t> todo;
+  const double stride = std::max(1.0, double(unknown.size()) / double(count));
+  for (double i = 0; size_t(i) < unknown.size() && todo.size() < count; i += stride) todo.push_back(unknown[size_t(i)]);
+  in_parallel(todo, threads_, [&](uint32_t node) {
+    try {
+      tree_.set_dims(node, probe_image(source_, tree_.path(node), tree_.version(node)));
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: cannot read its header: {}", tree_.path(node), e.what());
+      tree_.set_dims(node, ImageDims{});
+    }
+  });
 }
 
 }  // namespace prepfs

@@ -22,7 +22,7 @@ Sample SampleStore::resolve(uint32_t node) const {
   const Tree::FileState state = tree_.file_state(node);  // one version and its dimensions
   s.version = state.version;
   s.dims = state.dims;
-  s.is_sample = S_ISREG(tree_.mode(node)) && shapes().is_sample(s.dims);
+  s.is_sample = S_ISREG(tree_.mode(node)) && shapes().maybe_sample(s.dims);
   if (s.is_sample) {
     const Placer::Placement p = placer_.place(Placer::sample_hash(s.path));
     s.placed = p.active;
@@ -114,25 +114,28 @@ void SampleStore::note_head(const Sample& s, const ChunkRef& c) {
 }
 
 void SampleStore::probe_head(const Sample& s) {
-  if (s.dims.known() || !S_ISREG(tree_.node(s.node).mode)) return;
+  if (s.dims.known() || !S_ISREG(tree_.mode(s.node))) return;
   const CacheKey k = key(s, Form::raw, 0, 0);
   ChunkRef c;
   if (s.version.size > 0)
     c = cache_.get_or_fill(
-        k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, 0); }); }, Admission::staged(), s.node);
+        // Among the recent fills at once: a read racing this probe finds it there, not at the source.
+        k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, 0); }); }, Admission::none(), s.node);
   std::optional<ImageDims> d;
   if (c) d = dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
   if (!d) d = s.version.size == 0 ? ImageDims{} : probe_image(source_, s.path, s.version);  // header past chunk 0
   tree_.set_dims(s.node, *d);
   if (!c) return;
-  // Now that the index knows what the file is, keep its first chunk as the placement says.
+  // Now that the index knows what the file is, keep its first chunk as the placement says (an
+  // image's: a read usually follows; a file that is no image is not kept for one).
   const Sample known = resolve(s.node);
+  if (!known.is_sample) return;
   const Admission where = admit(known, Form::raw);
-  if (where.any())
+  if (where.any() && known.placed)
     cache_.get_or_fill(
         k, Form::raw, [&] { return c; }, where, s.node);
-  else if (jobs_.staging)
-    jobs_.staging->put(k, c, s.node);
+  // Not kept by a tier (not placed there, or its form is at its quota): staged for the read.
+  if (!cache_.in_tier(k) && jobs_.staging) jobs_.staging->put(k, c, s.node);
 }
 
 // The JPEG of a render: raw chunks from the tiers where cached, else from the source, kept only
@@ -156,6 +159,12 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
 }
 
 ChunkRef SampleStore::decoded(const Sample& s) {
+  if (!s.dims.known()) {  // a lazy first mount has not read this header yet: read it now
+    probe_head(s);
+    const Sample known = resolve(s.node);
+    if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
+    return decoded(known);
+  }
   renderer_.check_renderable(s);
   const CacheKey k = key(s, Form::decoded, 0, 0);
   note_if_late(k);
@@ -165,6 +174,12 @@ ChunkRef SampleStore::decoded(const Sample& s) {
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
+  if (!s.dims.known()) {
+    probe_head(s);
+    const Sample known = resolve(s.node);
+    if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
+    return augmented(known, variant, last_serve);
+  }
   renderer_.check_renderable(s);
   const Admission admission = last_serve ? Admission::last() : admit(s, Form::augmented);
   const CacheKey k = key(s, Form::augmented, variant, 0);
@@ -211,6 +226,12 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
 }
 
 uint64_t SampleStore::prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform) {
+  if (!s.dims.known() && form != Form::raw) {
+    probe_head(s);
+    const Sample known = resolve(s.node);
+    if (!known.dims.known()) return 0;
+    return prefetch(known, form, variant, may_transform);
+  }
   if (!s.is_sample && form != Form::raw) return 0;
   if (form == Form::augmented && may_transform) {
     // The variant the next open will serve (render ahead): staged, since an open usually is the

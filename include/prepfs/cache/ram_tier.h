@@ -33,7 +33,7 @@ class RamTier {
   // false when not admitted; `sample` owns the entry (residency, ranking policies).
   bool put(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
   void sample_changed(uint32_t sample);  // its next use changed: re-rank its entries
-  bool erase(const CacheKey& key);                           // the entry and a recent fill of key
+  bool erase(const CacheKey& key);       // the entry and a recent fill of key
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
   void clear();  // entries and recent fills
 

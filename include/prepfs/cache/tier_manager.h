@@ -48,7 +48,7 @@ struct CacheConfig {
   // ETIMEDOUT (the fill itself goes on, and lands for the next reader).
   std::chrono::milliseconds fill_wait{std::chrono::seconds(60)};
   SsdTierOptions ssd_options = {};
-  size_t samples = 0;  // entries name their sample by index node id below this (residency)
+  size_t samples = 0;                          // entries name their sample by index node id below this (residency)
   const SampleKnowledge* knowledge = nullptr;  // orders and importance, for belady/importance
 };
 
@@ -86,6 +86,8 @@ class TierManager {
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
   // Whether a tier (or the recent fills) holds key, without filling anything.
   bool contains(const CacheKey& key);
+  // Whether a tier holds key (the recent fills not counted: they may drop it any time).
+  bool in_tier(const CacheKey& key) const;
   // A sample was read: its next use (and so its rank under belady) changed.
   void sample_changed(uint32_t sample);
   SampleResidency& residency() { return residency_; }  // the staging counts its samples too

@@ -21,6 +21,9 @@ struct SampleShapes {
 
   bool is_sample(ImageDims d) const { return d.is_image() && uint64_t(d.width) * d.height <= max_pixels; }
   bool too_large(ImageDims d) const { return d.is_image() && !is_sample(d); }
+  // A sample, or a file whose header has not been read yet (a lazy first mount): the placement
+  // treats it as a sample until its header says otherwise.
+  bool maybe_sample(ImageDims d) const { return !d.known() || is_sample(d); }
   uint64_t decoded_size(ImageDims d) const;
   uint64_t augmented_size(ImageDims d) const;
   // Bytes of the decoded file before its pixels (the PPM/NPY header).
