@@ -86,7 +86,12 @@ def test_auto_converges_while_serving_and_every_byte_stays_right(dataset):
                 with open(os.path.join(fs.mnt, "decoded", stem(rel)), "rb") as f:
                     got = Image.open(io.BytesIO(f.read()))
                     assert got.tobytes() == Image.open(src / rel).convert("RGB").tobytes(), rel
-            converged = len(history) >= 3 and history[-1] == history[-2] == history[-3] and history[-1][0] >= 2
+            # Converged: it re-planned from what it measured, and the placement has stopped moving
+            # for three epochs. A re-plan that confirms the placement is not a move; under heavy
+            # load (a sanitizer build beside other work) the measurements drift and the plan count
+            # keeps rising while the placement holds.
+            settled = [h[1:] for h in history[-3:]]
+            converged = len(history) >= 3 and settled[0] == settled[1] == settled[2] and history[-1][0] >= 2
             if converged or time.monotonic() > deadline:
                 break
         assert converged, history
