@@ -1,5 +1,6 @@
 #include "prepfs/partition/profiler.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -228,20 +229,25 @@ Profile Profiler::profile() const {
   }
 
   double dec = c_dec_.value(), aug_jpeg = c_aug_jpeg_.value(), aug_dec = c_aug_dec_.value();
+  using Priors = ProfilerPriors;
   if (!c_dec_.has_value() && c_aug_jpeg_.has_value()) {
-    dec = ProfilerPriors::kDecodeShareOfAugment * aug_jpeg;
-    prior("c_dec", "prior 0.6 x the measured augment-from-JPEG cost (nothing decoded yet)");
+    dec = Priors::kDecodeShareOfAugment * aug_jpeg;
+    prior("c_dec", fmt::format("prior {:g} x the measured augment-from-JPEG cost (nothing decoded yet)",
+                               Priors::kDecodeShareOfAugment));
   } else if (!c_dec_.has_value()) {
-    dec = ProfilerPriors::kDecode;
-    prior("c_dec", "prior 1.3 ms (nothing decoded yet)");
+    dec = Priors::kDecode;
+    prior("c_dec", fmt::format("prior {:g} ms (nothing decoded yet)", Priors::kDecode * 1e3));
   }
   if (!c_aug_jpeg_.has_value()) {
-    aug_jpeg = dec / ProfilerPriors::kDecodeShareOfAugment;
-    prior("c_aug", "prior c_dec + c_aug = c_dec / 0.6 (nothing augmented from JPEG yet)");
+    aug_jpeg = dec / Priors::kDecodeShareOfAugment;
+    prior("c_aug", fmt::format("prior c_dec + c_aug = c_dec / {:g} (nothing augmented from JPEG yet)",
+                               Priors::kDecodeShareOfAugment));
   }
   if (!c_aug_dec_.has_value()) {
-    aug_dec = ProfilerPriors::kAugmentFromDecodedShare * aug_jpeg;
-    prior("c_aug_from_decoded", "prior 0.45 x the augment-from-JPEG cost (nothing augmented from pixels yet)");
+    aug_dec = Priors::kAugmentFromDecodedShare * aug_jpeg;
+    prior("c_aug_from_decoded",
+          fmt::format("prior {:g} x the augment-from-JPEG cost (nothing augmented from pixels yet)",
+                      Priors::kAugmentFromDecodedShare));
   }
   p.c_dec = dec;
   p.c_aug_from_jpeg = aug_jpeg;
