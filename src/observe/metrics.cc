@@ -200,6 +200,13 @@ std::string render_metrics(const StatsSources& s) {
   p.family("prepfs_transform_cpu_seconds_total", "counter", "Thread CPU time spent in decode and augment.");
   p.sample("prepfs_transform_cpu_seconds_total", {}, double(load(rc.cpu_ns)) / 1e9);
   counter("prepfs_transform_cpu_waits_total", "Renders that queued for a cpu slot (-o cpu=).", load(rc.waits));
+  p.family("prepfs_transform_cpu_wait_seconds_total", "counter",
+           "Wall time renders waited for a cpu slot: the readers' stall more slots would remove (cpu=auto).");
+  p.sample("prepfs_transform_cpu_wait_seconds_total", {}, double(load(rc.cpu_wait_ns)) / 1e9);
+  p.family("prepfs_transform_slot_busy_seconds_total", "counter", "Wall time cpu slots were held by renders.");
+  p.sample("prepfs_transform_slot_busy_seconds_total", {}, double(load(rc.slot_busy_ns)) / 1e9);
+  gauge("prepfs_transform_cpu_slots", "Transforms that may run at once now (cpu=; cpu=auto moves it).",
+        load(rc.cpu_slots));
 
   gauge("prepfs_index_entries", "Entries in the metadata index.", s.tree.size());
   gauge("prepfs_index_files", "Regular files in the metadata index.", s.tree.file_count());

@@ -80,6 +80,11 @@ struct RenderCounters {
   std::atomic<uint64_t> waits{0};         // renders that waited for a cpu slot
   std::atomic<uint64_t> memory_waits{0};  // renders that waited for transform memory
   std::atomic<uint64_t> timeouts{0};      // renders that gave up waiting (ETIMEDOUT)
+  // The readers' stall that more transform workers would remove: wall time renders waited for a
+  // cpu slot, summed over renders; and the wall time slots were busy (cpu=auto's inputs).
+  std::atomic<uint64_t> cpu_wait_ns{0};
+  std::atomic<uint64_t> slot_busy_ns{0};
+  std::atomic<uint64_t> cpu_slots{0};  // transform slots now (a gauge: cpu=auto moves it)
 };
 
 // What the views answered, and the request mix per view (the profiler's "which view is read").
