@@ -33,6 +33,7 @@
 #include "prepfs/source/s3_source.h"
 #include "prepfs/store/header_prober.h"
 #include "prepfs/store/prefetcher.h"
+#include "prepfs/store/render_ahead.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
 #include "prepfs/store/staging.h"
@@ -172,12 +173,14 @@ struct Daemon::Parts {
   ViewCounters views;
   RenderCounters renders;
   PrefetchCounters prefetch_counters;
+  RenderAheadCounters ahead_counters;
   ReplyCounters replies;  // filled by the front door's data sessions, read by the profiler
   Invalidations invalidations;
   std::unique_ptr<Placer> placer;
   std::unique_ptr<Renderer> renderer;
   std::unique_ptr<Staging> staging;
   std::unique_ptr<SampleStore> store;
+  std::unique_ptr<RenderAhead> render_ahead;  // null with render_ahead=0
   std::unique_ptr<HeaderProber> prober;
   std::unique_ptr<DataFs> data_fs;
   std::unique_ptr<AugmentedFs> augmented_fs;
@@ -229,7 +232,8 @@ struct Daemon::Parts {
   }
 
   StatsSources stats_sources() const {
-    return StatsSources{*cache, *source, *tree, views, renders, profiler.get(), &prefetch_counters, knowledge.get()};
+    return StatsSources{*cache,          *source,        *tree, views, renders, profiler.get(), &prefetch_counters,
+                        knowledge.get(), &ahead_counters};
   }
 
   PlannerConfig planner_config() const {
@@ -283,11 +287,16 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
   p.staging = std::make_unique<Staging>(std::max<uint64_t>(opts.prefetch_window, kMinStaging), p.cache->residency(),
-                                        p.prefetch_counters);
+                                        p.prefetch_counters, p.ahead_counters);
   StoreConfig sc;
   sc.members = members_for(opts.eviction);
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
                                           JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
+
+  if (opts.render_ahead)
+    p.render_ahead =
+        std::make_unique<RenderAhead>(*p.store, *p.renderer, p.knowledge.get(), p.ahead_counters,
+                                      [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
 
   p.prober = std::make_unique<HeaderProber>(*p.tree, *p.store, *p.source, std::max(4u, std::min(opts.threads, 32u)));
   // A few headers now, so that the plan at mount knows roughly how many files are images and how
@@ -301,8 +310,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs =
-      std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned, p.prober.get());
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
+                                                 p.prober.get(), p.render_ahead.get());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -361,6 +370,7 @@ void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
   p_->note_source_changes();
   if (p_->prefetcher) p_->prefetcher->stop();
+  if (p_->render_ahead) p_->render_ahead->stop();
   if (!p_->headers_done) p_->persist_index();  // the headers read so far: the next mount reads only the rest
   if (!p_->cache->flush(std::chrono::seconds(10)))
     spdlog::warn("the SSD did not take every queued write within 10 s; the rest are dropped at exit");
@@ -388,6 +398,8 @@ Planner& Daemon::planner() { return *p_->planner; }
 Profiler& Daemon::profiler() { return *p_->profiler; }
 const Tree& Daemon::tree() const { return *p_->tree; }
 const RenderCounters& Daemon::renders() const { return p_->renders; }
+RenderAhead* Daemon::render_ahead() { return p_->render_ahead.get(); }
+const RenderAheadCounters& Daemon::render_ahead_counters() const { return p_->ahead_counters; }
 Source& Daemon::source() { return *p_->source; }
 
 std::string Daemon::summary() const {

@@ -219,6 +219,19 @@ std::string render_metrics(const StatsSources& s) {
     counter("prepfs_prefetch_wasted_total", "Prefetched entries dropped before any read took them.", load(pc.wasted));
     counter("prepfs_prefetch_bytes_total", "Bytes prefetched.", load(pc.bytes));
   }
+  if (s.render_ahead) {
+    const RenderAheadCounters& a = *s.render_ahead;
+    p.family("prepfs_render_ahead_total", "counter",
+             "Variants rendered ahead of their open with no order published, by outcome: rendered, then used (an "
+             "open took it), late (its open came during the render), wasted (dropped unread); skipped: serves not "
+             "followed by one.");
+    p.sample("prepfs_render_ahead_total", {{"outcome", "rendered"}}, load(a.rendered));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "used"}}, load(a.used));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "late"}}, load(a.late));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "wasted"}}, load(a.wasted));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "skipped"}}, load(a.skipped));
+    counter("prepfs_render_ahead_bytes_total", "Bytes rendered ahead (no order published).", load(a.bytes));
+  }
   if (s.jobs) {
     gauge("prepfs_jobs", "Jobs with a published order.", s.jobs->jobs().size());
     uint64_t pending = 0;

@@ -56,6 +56,13 @@ std::string jobs_json(const StatsSources& s) {
         load(p.prefetched), load(p.hits), load(p.late), load(p.wasted), load(p.bytes), load(p.max_in_flight),
         load(p.max_window_bytes));
   }
+  if (s.render_ahead) {
+    const RenderAheadCounters& a = *s.render_ahead;
+    out += fmt::format(
+        R"(,
+  "render_ahead": {{"rendered": {}, "used": {}, "late": {}, "wasted": {}, "skipped": {}, "bytes": {}}})",
+        load(a.rendered), load(a.used), load(a.late), load(a.wasted), load(a.skipped), load(a.bytes));
+  }
   if (s.jobs) {
     std::string list;
     for (const JobStatus& j : s.jobs->jobs())

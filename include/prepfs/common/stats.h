@@ -87,6 +87,18 @@ struct RenderCounters {
   std::atomic<uint64_t> cpu_slots{0};  // transform slots now (a gauge: cpu=auto moves it)
 };
 
+// Variants rendered ahead of their open when no order is published (store/render_ahead.h): after
+// a serve, the variant the file's next open will get, in a cpu slot nobody waits for. Every
+// variant rendered ahead ends up used, late, wasted, or still staged.
+struct RenderAheadCounters {
+  std::atomic<uint64_t> rendered{0};  // variants rendered ahead
+  std::atomic<uint64_t> used{0};      // ... that an open took from the staging
+  std::atomic<uint64_t> late{0};      // ... whose open came during the render (it joined the render)
+  std::atomic<uint64_t> wasted{0};    // ... dropped unread: no room, evicted by prefetches or evict, passed by opens
+  std::atomic<uint64_t> skipped{0};  // serves not followed by one: slots busy or awaited, inputs not in memory, no room
+  std::atomic<uint64_t> bytes{0};    // bytes rendered ahead
+};
+
 // What the views answered, and the request mix per view (the profiler's "which view is read").
 struct ViewCounters {
   std::atomic<uint64_t> reads{0};  // read requests of raw/ and decoded/
