@@ -88,7 +88,9 @@ const std::vector<OptionDoc>& option_docs() {
       {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
       {"seed", "N", "seed of the augmented variants (default 0)"},
       {"aug_reuse", "N", "serve each augmented variant N times before making a new one (default 1)"},
-      {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
+      {"cpu", "N|auto",
+       "cores the daemon may use for decoding and augmenting (default: all); auto: as many as readers wait for, "
+       "within the machine's idle CPU"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
       {"max_input", "SIZE", "refuse image files larger than this in decoded/ and augmented/ with EIO (default 128M)"},
       {"transform_mem", "SIZE",
@@ -216,7 +218,8 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     o.aug_reuse = parse_count(key, value, 1, 1000000);
   } else if (key == "cpu") {
     need_value();
-    o.cpu = parse_count(key, value, 0, 1024);
+    o.cpu_auto = value == "auto";
+    o.cpu = o.cpu_auto ? 0 : parse_count(key, value, 0, 1024);
   } else if (key == "max_pixels") {
     need_value();
     o.max_pixels = parse_count(key, value, 1, 4294967295u);

@@ -12,6 +12,7 @@
 #include <chrono>
 
 #include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/cpu_times.h"
 #include "prepfs/common/error.h"
 #include "prepfs/common/private_dir.h"
 #include "prepfs/common/size.h"
@@ -25,6 +26,7 @@
 #include "prepfs/index/tree_store.h"
 #include "prepfs/observe/metrics.h"
 #include "prepfs/observe/stats_json.h"
+#include "prepfs/partition/cpu_autoscaler.h"
 #include "prepfs/partition/job_knowledge.h"
 #include "prepfs/partition/placer.h"
 #include "prepfs/partition/planner.h"
@@ -105,9 +107,20 @@ SampleShapes shapes_from(const Options& o) {
   return s;
 }
 
-unsigned transform_cores(const Options& o) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
+// The most transforms that may run at once: cpu=N, else every core this process may use (cpu=auto
+// moves between 1 and that).
+unsigned transform_cores(const Options& o) { return o.cpu && !o.cpu_auto ? o.cpu : usable_cores(); }
+
+// cpu=auto starts from one transform worker and grows while readers wait on renders (Cachew also
+// starts from one worker): the first tick comes a second into the mount.
+CpuAutoscalerConfig autoscaler_config(const Options& o, unsigned cores) {
+  CpuAutoscalerConfig c;
+  c.automatic = o.cpu_auto;
+  c.fixed_slots = cores;
+  c.cores = cores;
+  c.online_cpus = online_cpus();
+  c.start_slots = 1;
+  return c;
 }
 
 // The default transform budget: 128 MiB per transform core (a 12-megapixel photo at its peak),
@@ -178,6 +191,7 @@ struct Daemon::Parts {
   Invalidations invalidations;
   std::unique_ptr<Placer> placer;
   std::unique_ptr<Renderer> renderer;
+  std::unique_ptr<CpuAutoscaler> cpu;  // the renderer's slot count (cpu=auto), and its report
   std::unique_ptr<Staging> staging;
   std::unique_ptr<SampleStore> store;
   std::unique_ptr<RenderAhead> render_ahead;  // null with render_ahead=0
@@ -286,6 +300,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.transform_mem = transform_mem(opts, rc.cpu);
   rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
+  p.cpu = std::make_unique<CpuAutoscaler>(autoscaler_config(opts, rc.cpu), p.renders,
+                                          [&p](unsigned slots) { p.renderer->set_cpu_slots(slots); });
   p.staging = std::make_unique<Staging>(std::max<uint64_t>(opts.prefetch_window, kMinStaging), p.cache->residency(),
                                         p.prefetch_counters, p.ahead_counters);
   StoreConfig sc;
@@ -332,7 +348,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       p.planner_config(), [&p](std::string* notes) { return p.profiler->inputs(notes); }, *p.placer, *p.cache,
       [&p](uint32_t node, Form form) {
         p.store->forget(p.store->resolve(node), form, p.augmented_fs->current_variant(node));
-      });
+      },
+      p.cpu.get());
   p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                : "partition=" + opts.partition);
 
@@ -357,6 +374,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.profiler->on_tick([&p] {
     // Once the last header a lazy first mount did not read is known: persist, and plan again.
     if (!p.headers_done && p.tree->probed()) p.headers_known();
+    p.cpu->tick();  // cpu=auto: the slot count for the next second, before the plan reads it
     p.planner->on_tick();
     p.note_source_changes();
   });

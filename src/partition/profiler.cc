@@ -195,7 +195,9 @@ Profile Profiler::profile() const {
   p.ram_capacity = double(src_.cache.stats(Tier::ram).budget);
   p.ssd_capacity = double(src_.cache.stats(Tier::ssd).budget);
   p.aug_reuse = src_.aug_reuse;
-  p.cores = src_.cores;
+  // cpu=auto moves the renderer's slot count; the model plans with the count of the moment.
+  const uint64_t slots = load(src_.renders.cpu_slots);
+  p.cores = slots > 0 ? double(slots) : src_.cores;
   auto prior = [&](const char* input, std::string text) { p.notes.push_back({input, std::move(text), true}); };
 
   p.src_concurrency = src_.fuse_threads;

@@ -44,7 +44,7 @@ struct ProfilerSources {
   const ReplyCounters& replies;
   unsigned fuse_threads = 64;  // the source concurrency the daemon allows (C_src)
   unsigned aug_reuse = 1;
-  unsigned cores = 1;  // the renderer's cpu= slots
+  unsigned cores = 1;  // the renderer's cpu= slots (RenderCounters::cpu_slots, when set, is the current count)
 };
 
 struct ProfilerConfig {
