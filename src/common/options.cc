@@ -88,7 +88,9 @@ const std::vector<OptionDoc>& option_docs() {
       {"augment", "SPEC", "augmented/ pipeline (default rrc(224,0.08,1,3/4,4/3);hflip(0.5))"},
       {"seed", "N", "seed of the augmented variants (default 0)"},
       {"aug_reuse", "N", "serve each augmented variant N times before making a new one (default 1)"},
-      {"cpu", "N", "cores the daemon may use for decoding and augmenting (default: all)"},
+      {"cpu", "N|auto",
+       "cores the daemon may use for decoding and augmenting (default: all); auto: as many as readers wait for, "
+       "within the machine's idle CPU"},
       {"max_pixels", "N", "refuse images larger than this with EIO (default 100000000)"},
       {"max_input", "SIZE", "refuse image files larger than this in decoded/ and augmented/ with EIO (default 128M)"},
       {"transform_mem", "SIZE",
@@ -96,6 +98,8 @@ const std::vector<OptionDoc>& option_docs() {
        "most a quarter of the RAM)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
+      {"render_ahead", "BOOL",
+       "after an open of augmented/, render that file's next variant while a cpu slot is idle (default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
@@ -214,7 +218,8 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     o.aug_reuse = parse_count(key, value, 1, 1000000);
   } else if (key == "cpu") {
     need_value();
-    o.cpu = parse_count(key, value, 0, 1024);
+    o.cpu_auto = value == "auto";
+    o.cpu = o.cpu_auto ? 0 : parse_count(key, value, 0, 1024);
   } else if (key == "max_pixels") {
     need_value();
     o.max_pixels = parse_count(key, value, 1, 4294967295u);
@@ -224,10 +229,10 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "transform_mem") {
     o.transform_mem = size();
     if (o.transform_mem < (16u << 20)) throw bad_value(key, value, "expected at least 16M");
-  } else if (key == "fast_paths" || key == "crop_decode") {
+  } else if (key == "fast_paths" || key == "crop_decode" || key == "render_ahead") {
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
-    (key == "fast_paths" ? o.fast_paths : o.crop_decode) = value == "1";
+    (key == "fast_paths" ? o.fast_paths : key == "crop_decode" ? o.crop_decode : o.render_ahead) = value == "1";
   } else if (key == "metrics_addr") {
     need_value();
     size_t colon = value.rfind(':');

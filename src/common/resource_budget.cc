@@ -3,11 +3,42 @@
 namespace prepfs {
 
 ResourceBudget::Take ResourceBudget::take(uint64_t amount, std::chrono::milliseconds wait) {
-  if (amount > total_) return Take::too_large;
   std::unique_lock lock(mu_);
-  if (!freed_.wait_for(lock, wait, [&] { return total_ - used_ >= amount; })) return Take::timed_out;
+  if (amount > total_) return Take::too_large;
+  const auto fits = [&] { return used_ <= total_ && total_ - used_ >= amount; };
+  if (!fits()) {
+    waiting_++;
+    const bool got = freed_.wait_for(lock, wait, fits);
+    waiting_--;
+    if (!got) return amount > total_ ? Take::too_large : Take::timed_out;
+  }
   used_ += amount;
   return Take::taken;
+}
+
+bool ResourceBudget::take_if_idle(uint64_t amount) {
+  std::lock_guard lock(mu_);
+  if (waiting_ > 0 || used_ > total_ || total_ - used_ < amount) return false;
+  used_ += amount;
+  return true;
+}
+
+void ResourceBudget::set_total(uint64_t total) {
+  {
+    std::lock_guard lock(mu_);
+    total_ = total;
+  }
+  freed_.notify_all();
+}
+
+uint64_t ResourceBudget::total() const {
+  std::lock_guard lock(mu_);
+  return total_;
+}
+
+unsigned ResourceBudget::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
 }
 
 void ResourceBudget::give_back(uint64_t amount) {

@@ -12,11 +12,12 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout, Owner unowned, HeaderProber* prober)
+                         double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead)
     : tree_(tree),
       store_(store),
       counters_(counters),
       prober_(prober),
+      ahead_(ahead),
       names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)),
       timeout_(timeout),
@@ -89,6 +90,7 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   const Sample s = store_.resolve(node);
   store_.note_read(s);  // a job's access (published orders)
   ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
+  if (ahead_) ahead_->after_serve(node);  // the next open's variant, while the slots are idle
   OpenReply r;
   r.fh = open_.add(bytes, bytes->data(), bytes->size());
   r.direct_io = true;  // never let the page cache hand out an older variant

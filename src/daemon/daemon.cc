@@ -12,6 +12,7 @@
 #include <chrono>
 
 #include "prepfs/cache/tier_manager.h"
+#include "prepfs/common/cpu_times.h"
 #include "prepfs/common/error.h"
 #include "prepfs/common/private_dir.h"
 #include "prepfs/common/size.h"
@@ -25,6 +26,7 @@
 #include "prepfs/index/tree_store.h"
 #include "prepfs/observe/metrics.h"
 #include "prepfs/observe/stats_json.h"
+#include "prepfs/partition/cpu_autoscaler.h"
 #include "prepfs/partition/job_knowledge.h"
 #include "prepfs/partition/placer.h"
 #include "prepfs/partition/planner.h"
@@ -33,6 +35,7 @@
 #include "prepfs/source/s3_source.h"
 #include "prepfs/store/header_prober.h"
 #include "prepfs/store/prefetcher.h"
+#include "prepfs/store/render_ahead.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
 #include "prepfs/store/staging.h"
@@ -104,9 +107,20 @@ SampleShapes shapes_from(const Options& o) {
   return s;
 }
 
-unsigned transform_cores(const Options& o) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return o.cpu ? o.cpu : static_cast<unsigned>(std::max(1L, cores));
+// The most transforms that may run at once: cpu=N, else every core this process may use (cpu=auto
+// moves between 1 and that).
+unsigned transform_cores(const Options& o) { return o.cpu && !o.cpu_auto ? o.cpu : usable_cores(); }
+
+// cpu=auto starts from one transform worker and grows while readers wait on renders (Cachew also
+// starts from one worker): the first tick comes a second into the mount.
+CpuAutoscalerConfig autoscaler_config(const Options& o, unsigned cores) {
+  CpuAutoscalerConfig c;
+  c.automatic = o.cpu_auto;
+  c.fixed_slots = cores;
+  c.cores = cores;
+  c.online_cpus = online_cpus();
+  c.start_slots = 1;
+  return c;
 }
 
 // The default transform budget: 128 MiB per transform core (a 12-megapixel photo at its peak),
@@ -172,12 +186,15 @@ struct Daemon::Parts {
   ViewCounters views;
   RenderCounters renders;
   PrefetchCounters prefetch_counters;
+  RenderAheadCounters ahead_counters;
   ReplyCounters replies;  // filled by the front door's data sessions, read by the profiler
   Invalidations invalidations;
   std::unique_ptr<Placer> placer;
   std::unique_ptr<Renderer> renderer;
+  std::unique_ptr<CpuAutoscaler> cpu;  // the renderer's slot count (cpu=auto), and its report
   std::unique_ptr<Staging> staging;
   std::unique_ptr<SampleStore> store;
+  std::unique_ptr<RenderAhead> render_ahead;  // null with render_ahead=0
   std::unique_ptr<HeaderProber> prober;
   std::unique_ptr<DataFs> data_fs;
   std::unique_ptr<AugmentedFs> augmented_fs;
@@ -229,7 +246,8 @@ struct Daemon::Parts {
   }
 
   StatsSources stats_sources() const {
-    return StatsSources{*cache, *source, *tree, views, renders, profiler.get(), &prefetch_counters, knowledge.get()};
+    return StatsSources{*cache,          *source,        *tree, views, renders, profiler.get(), &prefetch_counters,
+                        knowledge.get(), &ahead_counters};
   }
 
   PlannerConfig planner_config() const {
@@ -282,12 +300,19 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.transform_mem = transform_mem(opts, rc.cpu);
   rc.max_input = opts.max_input;
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
+  p.cpu = std::make_unique<CpuAutoscaler>(autoscaler_config(opts, rc.cpu), p.renders,
+                                          [&p](unsigned slots) { p.renderer->set_cpu_slots(slots); });
   p.staging = std::make_unique<Staging>(std::max<uint64_t>(opts.prefetch_window, kMinStaging), p.cache->residency(),
-                                        p.prefetch_counters);
+                                        p.prefetch_counters, p.ahead_counters);
   StoreConfig sc;
   sc.members = members_for(opts.eviction);
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
                                           JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
+
+  if (opts.render_ahead)
+    p.render_ahead =
+        std::make_unique<RenderAhead>(*p.store, *p.renderer, p.knowledge.get(), p.ahead_counters,
+                                      [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
 
   p.prober = std::make_unique<HeaderProber>(*p.tree, *p.store, *p.source, std::max(4u, std::min(opts.threads, 32u)));
   // A few headers now, so that the plan at mount knows roughly how many files are images and how
@@ -301,8 +326,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   dc.unowned = Owner{opts.uid, opts.gid};
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
-  p.augmented_fs =
-      std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned, p.prober.get());
+  p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
+                                                 p.prober.get(), p.render_ahead.get());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -323,7 +348,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       p.planner_config(), [&p](std::string* notes) { return p.profiler->inputs(notes); }, *p.placer, *p.cache,
       [&p](uint32_t node, Form form) {
         p.store->forget(p.store->resolve(node), form, p.augmented_fs->current_variant(node));
-      });
+      },
+      p.cpu.get());
   p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                : "partition=" + opts.partition);
 
@@ -348,6 +374,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.profiler->on_tick([&p] {
     // Once the last header a lazy first mount did not read is known: persist, and plan again.
     if (!p.headers_done && p.tree->probed()) p.headers_known();
+    p.cpu->tick();  // cpu=auto: the slot count for the next second, before the plan reads it
     p.planner->on_tick();
     p.note_source_changes();
   });
@@ -361,6 +388,7 @@ void Daemon::stop() {
   p_->profiler->stop();  // its callbacks (the planner) must not run during teardown
   p_->note_source_changes();
   if (p_->prefetcher) p_->prefetcher->stop();
+  if (p_->render_ahead) p_->render_ahead->stop();
   if (!p_->headers_done) p_->persist_index();  // the headers read so far: the next mount reads only the rest
   if (!p_->cache->flush(std::chrono::seconds(10)))
     spdlog::warn("the SSD did not take every queued write within 10 s; the rest are dropped at exit");
@@ -388,6 +416,8 @@ Planner& Daemon::planner() { return *p_->planner; }
 Profiler& Daemon::profiler() { return *p_->profiler; }
 const Tree& Daemon::tree() const { return *p_->tree; }
 const RenderCounters& Daemon::renders() const { return p_->renders; }
+RenderAhead* Daemon::render_ahead() { return p_->render_ahead.get(); }
+const RenderAheadCounters& Daemon::render_ahead_counters() const { return p_->ahead_counters; }
 Source& Daemon::source() { return *p_->source; }
 
 std::string Daemon::summary() const {

@@ -293,7 +293,10 @@ std::string explain(const Inputs& in, const Plan& plan) {
   s += printf_string("view: %s/, aug_reuse %g\n", form_name(in.view), in.aug_reuse);
   s += "measured inputs:\n";
   for (const NamedInput& n : named_inputs(in)) {
-    const bool unmeasured = n.value == 0 && n.unit[0] && std::string(n.name).find("capacity") == std::string::npos;
+    // c_aug is a difference of two costs (0 or below when crop decode makes a variant from the JPEG
+    // cost no more than a decode), never a resource left unconstrained.
+    const std::string name = n.name;
+    const bool unmeasured = n.value == 0 && n.unit[0] && name.find("capacity") == std::string::npos && name != "c_aug";
     s += printf_string("  %-20s %s\n", n.name, unmeasured ? "unknown (unconstrained)" : human(n.value, n.unit).c_str());
   }
   s += printf_string("placement (samples of %.0f):\n  %-10s %14s %14s\n", in.samples, "form", "ram", "ssd");

@@ -200,6 +200,13 @@ std::string render_metrics(const StatsSources& s) {
   p.family("prepfs_transform_cpu_seconds_total", "counter", "Thread CPU time spent in decode and augment.");
   p.sample("prepfs_transform_cpu_seconds_total", {}, double(load(rc.cpu_ns)) / 1e9);
   counter("prepfs_transform_cpu_waits_total", "Renders that queued for a cpu slot (-o cpu=).", load(rc.waits));
+  p.family("prepfs_transform_cpu_wait_seconds_total", "counter",
+           "Wall time renders waited for a cpu slot: the readers' stall more slots would remove (cpu=auto).");
+  p.sample("prepfs_transform_cpu_wait_seconds_total", {}, double(load(rc.cpu_wait_ns)) / 1e9);
+  p.family("prepfs_transform_slot_busy_seconds_total", "counter", "Wall time cpu slots were held by renders.");
+  p.sample("prepfs_transform_slot_busy_seconds_total", {}, double(load(rc.slot_busy_ns)) / 1e9);
+  gauge("prepfs_transform_cpu_slots", "Transforms that may run at once now (cpu=; cpu=auto moves it).",
+        load(rc.cpu_slots));
 
   gauge("prepfs_index_entries", "Entries in the metadata index.", s.tree.size());
   gauge("prepfs_index_files", "Regular files in the metadata index.", s.tree.file_count());
@@ -211,6 +218,19 @@ std::string render_metrics(const StatsSources& s) {
     counter("prepfs_prefetch_late_total", "Reads that waited for a prefetch still in flight.", load(pc.late));
     counter("prepfs_prefetch_wasted_total", "Prefetched entries dropped before any read took them.", load(pc.wasted));
     counter("prepfs_prefetch_bytes_total", "Bytes prefetched.", load(pc.bytes));
+  }
+  if (s.render_ahead) {
+    const RenderAheadCounters& a = *s.render_ahead;
+    p.family("prepfs_render_ahead_total", "counter",
+             "Variants rendered ahead of their open with no order published, by outcome: rendered, then used (an "
+             "open took it), late (its open came during the render), wasted (dropped unread); skipped: serves not "
+             "followed by one.");
+    p.sample("prepfs_render_ahead_total", {{"outcome", "rendered"}}, load(a.rendered));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "used"}}, load(a.used));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "late"}}, load(a.late));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "wasted"}}, load(a.wasted));
+    p.sample("prepfs_render_ahead_total", {{"outcome", "skipped"}}, load(a.skipped));
+    counter("prepfs_render_ahead_bytes_total", "Bytes rendered ahead (no order published).", load(a.bytes));
   }
   if (s.jobs) {
     gauge("prepfs_jobs", "Jobs with a published order.", s.jobs->jobs().size());

@@ -56,6 +56,13 @@ std::string jobs_json(const StatsSources& s) {
         load(p.prefetched), load(p.hits), load(p.late), load(p.wasted), load(p.bytes), load(p.max_in_flight),
         load(p.max_window_bytes));
   }
+  if (s.render_ahead) {
+    const RenderAheadCounters& a = *s.render_ahead;
+    out += fmt::format(
+        R"(,
+  "render_ahead": {{"rendered": {}, "used": {}, "late": {}, "wasted": {}, "skipped": {}, "bytes": {}}})",
+        load(a.rendered), load(a.used), load(a.late), load(a.wasted), load(a.skipped), load(a.bytes));
+  }
   if (s.jobs) {
     std::string list;
     for (const JobStatus& j : s.jobs->jobs())
@@ -90,7 +97,7 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}}},)"
       "\n"
-      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}, "memory_waits": {}, "timeouts": {}}},)"
+      R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}, "cpu_wait_seconds": {:.6f}, "slot_busy_seconds": {:.6f}, "cpu_slots": {}, "memory_waits": {}, "timeouts": {}}},)"
       "\n"
       R"(  "index": {{"entries": {}, "files": {}, "images": {}, "unprobed": {}, "memory_bytes": {}}}{})"
       "\n"
@@ -100,6 +107,7 @@ std::string render_stats_json(const StatsSources& s) {
       load(cc.fill_errors), load(cc.joined), recent.bytes, recent.entries, spare.bytes, spare.entries, load(fc.reads),
       load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files), load(rc.decoded),
       load(rc.augmented), load(rc.from_decoded), load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits),
+      double(load(rc.cpu_wait_ns)) / 1e9, double(load(rc.slot_busy_ns)) / 1e9, load(rc.cpu_slots),
       load(rc.memory_waits), load(rc.timeouts), s.tree.size(), s.tree.file_count(), s.tree.image_count(),
       s.tree.unprobed_count(), s.tree.memory_bytes(),
       jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));

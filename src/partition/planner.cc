@@ -31,8 +31,9 @@ std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v
 
 }  // namespace
 
-Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop)
-    : cfg_(cfg), inputs_(std::move(inputs)), drop_(std::move(drop)), placer_(placer), cache_(cache) {}
+Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop,
+                 const CpuAutoscaler* cpu)
+    : cfg_(cfg), inputs_(std::move(inputs)), drop_(std::move(drop)), placer_(placer), cache_(cache), cpu_(cpu) {}
 
 model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   model::Inputs in = measured;
@@ -142,7 +143,8 @@ std::string Planner::report_text() {
   }
   return head +
          fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
-         model::explain(now, shown) + (notes.empty() ? "" : "\nAssumptions about inputs:\n" + notes);
+         model::explain(now, shown) + (notes.empty() ? "" : "\nAssumptions about inputs:\n" + notes) +
+         (cpu_ ? "\n" + cpu_->report_text() : "");
 }
 
 std::string Planner::report_json() {
@@ -171,12 +173,13 @@ std::string Planner::report_json() {
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
       " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
-      " \"alternatives\": {},\n"
+      " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason,
       cfg_.headroom, inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
-      alts, placement_json(optimal.placement), number(optimal.prediction.throughput),
-      model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");
+      alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
+      number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
+      optimal.caching_helps ? "true" : "false");
 }
 
 }  // namespace prepfs

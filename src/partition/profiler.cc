@@ -1,5 +1,6 @@
 #include "prepfs/partition/profiler.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -194,7 +195,9 @@ Profile Profiler::profile() const {
   p.ram_capacity = double(src_.cache.stats(Tier::ram).budget);
   p.ssd_capacity = double(src_.cache.stats(Tier::ssd).budget);
   p.aug_reuse = src_.aug_reuse;
-  p.cores = src_.cores;
+  // cpu=auto moves the renderer's slot count; the model plans with the count of the moment.
+  const uint64_t slots = load(src_.renders.cpu_slots);
+  p.cores = slots > 0 ? double(slots) : src_.cores;
   auto prior = [&](const char* input, std::string text) { p.notes.push_back({input, std::move(text), true}); };
 
   p.src_concurrency = src_.fuse_threads;
@@ -228,20 +231,25 @@ Profile Profiler::profile() const {
   }
 
   double dec = c_dec_.value(), aug_jpeg = c_aug_jpeg_.value(), aug_dec = c_aug_dec_.value();
+  using Priors = ProfilerPriors;
   if (!c_dec_.has_value() && c_aug_jpeg_.has_value()) {
-    dec = ProfilerPriors::kDecodeShareOfAugment * aug_jpeg;
-    prior("c_dec", "prior 0.6 x the measured augment-from-JPEG cost (nothing decoded yet)");
+    dec = Priors::kDecodeShareOfAugment * aug_jpeg;
+    prior("c_dec", fmt::format("prior {:g} x the measured augment-from-JPEG cost (nothing decoded yet)",
+                               Priors::kDecodeShareOfAugment));
   } else if (!c_dec_.has_value()) {
-    dec = ProfilerPriors::kDecode;
-    prior("c_dec", "prior 1.3 ms (nothing decoded yet)");
+    dec = Priors::kDecode;
+    prior("c_dec", fmt::format("prior {:g} ms (nothing decoded yet)", Priors::kDecode * 1e3));
   }
   if (!c_aug_jpeg_.has_value()) {
-    aug_jpeg = dec / ProfilerPriors::kDecodeShareOfAugment;
-    prior("c_aug", "prior c_dec + c_aug = c_dec / 0.6 (nothing augmented from JPEG yet)");
+    aug_jpeg = dec / Priors::kDecodeShareOfAugment;
+    prior("c_aug", fmt::format("prior c_dec + c_aug = c_dec / {:g} (nothing augmented from JPEG yet)",
+                               Priors::kDecodeShareOfAugment));
   }
   if (!c_aug_dec_.has_value()) {
-    aug_dec = ProfilerPriors::kAugmentFromDecodedShare * aug_jpeg;
-    prior("c_aug_from_decoded", "prior 0.45 x the augment-from-JPEG cost (nothing augmented from pixels yet)");
+    aug_dec = Priors::kAugmentFromDecodedShare * aug_jpeg;
+    prior("c_aug_from_decoded",
+          fmt::format("prior {:g} x the augment-from-JPEG cost (nothing augmented from pixels yet)",
+                      Priors::kAugmentFromDecodedShare));
   }
   p.c_dec = dec;
   p.c_aug_from_jpeg = aug_jpeg;

@@ -44,6 +44,7 @@ Renderer::Renderer(RenderConfig cfg, RenderCounters& counters)
       counters_(counters),
       cpu_slots_(std::max<uint64_t>(1, cfg_.cpu)),
       memory_(cfg_.transform_mem) {
+  counters_.cpu_slots.store(cpu_slots_.total(), std::memory_order_relaxed);
   uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
   decoded_hash_ = XXH3_64bits(&fmt, 1);
   augmented_hash_ = transform::pipeline_key(cfg_.shapes.spec, cfg_.fast) ^ (decoded_hash_ * 0x9E3779B97F4A7C15ull);
@@ -94,33 +95,50 @@ Renderer::Memory Renderer::take_memory(const Sample& s, RenderPath path) {
   return Memory{ResourceBudget::Hold(&memory_, need.total()), need.libjpeg()};
 }
 
-template <class F>
-ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, F&& body) {
-  ResourceBudget::Take took = cpu_slots_.take(1, std::chrono::milliseconds(0));
-  if (took == ResourceBudget::Take::timed_out) {
+ResourceBudget::Hold Renderer::take_slot(const Sample& s) {
+  if (cpu_slots_.take(1, std::chrono::milliseconds(0)) != ResourceBudget::Take::taken) {
     bump(counters_.waits);
-    took = cpu_slots_.take(1, cfg_.wait);
+    const uint64_t t0 = steady_ns();
+    const ResourceBudget::Take took = cpu_slots_.take(1, cfg_.wait);
+    bump(counters_.cpu_wait_ns, steady_ns() - t0);
+    if (took != ResourceBudget::Take::taken) timed_out(s, "a cpu slot");
   }
-  if (took != ResourceBudget::Take::taken) timed_out(s, "a cpu slot");
-  const ResourceBudget::Hold slot(&cpu_slots_, 1);
-  const uint64_t t0 = thread_cpu_ns();
+  return ResourceBudget::Hold(&cpu_slots_, 1);
+}
+
+ResourceBudget::Hold Renderer::idle_slot() {
+  if (!cpu_slots_.take_if_idle(1)) return {};
+  return ResourceBudget::Hold(&cpu_slots_, 1);
+}
+
+void Renderer::set_cpu_slots(unsigned n) {
+  cpu_slots_.set_total(std::max(1u, n));
+  counters_.cpu_slots.store(cpu_slots_.total(), std::memory_order_relaxed);
+}
+
+template <class F>
+ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, SlotUse slot_use, F&& body) {
+  const ResourceBudget::Hold slot = slot_use == SlotUse::take ? take_slot(s) : ResourceBudget::Hold();
+  const uint64_t t0 = thread_cpu_ns(), wall0 = steady_ns();
   try {
     ChunkRef out = body();
     const uint64_t spent = thread_cpu_ns() - t0;
     bump(counters_.cpu_ns, spent);
     bump(cpu_bucket, spent);
+    bump(counters_.slot_busy_ns, steady_ns() - wall0);
     return out;
   } catch (const transform::TransformError& e) {
     bump(counters_.cpu_ns, thread_cpu_ns() - t0);
+    bump(counters_.slot_busy_ns, steady_ns() - wall0);
     fail(s, e.what());
   }
 }
 
-ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg) {
+ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg, SlotUse slot) {
   check_renderable(s);
   const Memory memory = take_memory(s, RenderPath::decode);
   const JpegBytes bytes = jpeg();
-  return transform(s, counters_.decode_cpu_ns, [&] {
+  return transform(s, counters_.decode_cpu_ns, slot, [&] {
     auto c = Chunk::allocate(cfg_.shapes.decoded_size(s.dims));
     transform::DecodeLimits limits;
     limits.max_pixels = cfg_.shapes.max_pixels;
@@ -134,7 +152,8 @@ ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg) {
   });
 }
 
-ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg) {
+ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg,
+                             SlotUse slot) {
   check_renderable(s);
   transform::Rng rng = transform::Rng::for_variant(cfg_.seed, s.path, variant);
   const uint64_t out_size = cfg_.shapes.augmented_size(s.dims);
@@ -142,7 +161,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely.
   if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3) {
     const Memory memory = take_memory(s, RenderPath::augment_from_pixels);
-    return transform(s, counters_.augment_from_decoded_cpu_ns, [&] {
+    return transform(s, counters_.augment_from_decoded_cpu_ns, slot, [&] {
       transform::ImageView view{reinterpret_cast<const uint8_t*>(decoded->data()) + header, int(s.dims.width),
                                 int(s.dims.height), std::ptrdiff_t(s.dims.width) * 3};
       transform::Image img = transform::apply_ops(view, cfg_.shapes.spec.ops(), rng);  // copies only the crop
@@ -154,7 +173,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   }
   const Memory memory = take_memory(s, RenderPath::augment_from_jpeg);
   const JpegBytes bytes = jpeg();
-  return transform(s, counters_.augment_cpu_ns, [&] {
+  return transform(s, counters_.augment_cpu_ns, slot, [&] {
     transform::AugmentOptions opts;
     opts.limits.max_pixels = cfg_.shapes.max_pixels;
     opts.limits.max_memory = memory.libjpeg;

@@ -53,10 +53,7 @@ Admission SampleStore::admit(const Sample& s, Form form) const {
 template <class Make>
 ChunkRef SampleStore::staged_or(const CacheKey& key, Make&& make) {
   if (jobs_.staging) {
-    if (ChunkRef c = jobs_.staging->take(key)) {
-      if (jobs_.counters) bump(jobs_.counters->hits);
-      return c;
-    }
+    if (ChunkRef c = jobs_.staging->take(key)) return c;  // counted there (a prefetch hit, a render ahead used)
   }
   return make();
 }
@@ -158,18 +155,24 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
   return out;
 }
 
-ChunkRef SampleStore::decoded(const Sample& s) {
+ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   if (!s.dims.known()) {  // a lazy first mount has not read this header yet: read it now
     probe_head(s);
     const Sample known = resolve(s.node);
     if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
-    return decoded(known);
+    return decoded(known, slot);
   }
   renderer_.check_renderable(s);
   const CacheKey k = key(s, Form::decoded, 0, 0);
   note_if_late(k);
   return cache_.get_or_fill(
-      k, Form::decoded, [&] { return staged_or(k, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); }); },
+      k, Form::decoded,
+      [&] {
+        return staged_or(k, [&] {
+          return renderer_.decoded(
+              s, [&] { return jpeg(s); }, slot);
+        });
+      },
       admit(s, Form::decoded), s.node);
 }
 
@@ -192,12 +195,48 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
 // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets its
 // pixels decoded (and admitted) first, so an epoch read through augmented/ fills the decoded
 // slots too.
-ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant) {
+ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant, SlotUse slot) {
   const CacheKey dk = key(s, Form::decoded, 0, 0);
   ChunkRef dec = cache_.lookup(dk);
   if (!dec && jobs_.staging) dec = jobs_.staging->take(dk);
-  if (!dec && admit(s, Form::decoded).any()) dec = decoded(s);
-  return renderer_.augmented(s, variant, dec, [&] { return jpeg(s); });
+  if (!dec && admit(s, Form::decoded).any()) dec = decoded(s, slot);
+  return renderer_.augmented(
+      s, variant, dec, [&] { return jpeg(s); }, slot);
+}
+
+// In memory already: the decoded pixels, or every raw chunk (a render ahead never holds a cpu slot
+// while it waits for the source).
+bool SampleStore::inputs_at_hand(const Sample& s) {
+  auto held = [&](const CacheKey& k) { return cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k)); };
+  if (held(key(s, Form::decoded, 0, 0))) return true;
+  for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++)
+    if (!held(key(s, Form::raw, 0, i))) return false;
+  return true;
+}
+
+AheadOutcome SampleStore::render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
+  if (!jobs_.staging || !s.is_sample || !s.dims.known()) return AheadOutcome::skipped;
+  renderer_.check_renderable(s);
+  const CacheKey k = key(s, Form::augmented, variant, 0);
+  if (cache_.contains(k) || jobs_.staging->contains(k)) return AheadOutcome::ready;
+  if (!jobs_.staging->has_room_ahead(shapes().augmented_size(s.dims)) || !inputs_at_hand(s))
+    return AheadOutcome::skipped;
+  // Through the tiers' fill, admitted nowhere: an open of this variant meanwhile joins this render
+  // instead of making its own, and a render the open started first is joined here (not staged).
+  bool made = false;
+  ChunkRef c = cache_.get_or_fill(
+      k, Form::augmented,
+      [&] {
+        made = true;
+        return render_augmented(s, variant, SlotUse::held);
+      },
+      Admission::staged(), s.node);
+  if (!made) return AheadOutcome::ready;
+  if (!upcoming()) return AheadOutcome::late;  // its open came during the render (and joined it)
+  if (!jobs_.staging->put_ahead(k, c, s.node)) return AheadOutcome::wasted;
+  // An open between the check above and the put rendered its own: nobody will take this one.
+  if (!upcoming()) jobs_.staging->drop(k);
+  return AheadOutcome::rendered;
 }
 
 template <class Make>

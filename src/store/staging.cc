@@ -2,25 +2,50 @@
 
 namespace prepfs {
 
-void Staging::drop_locked(std::unordered_map<CacheKey, Entry, CacheKeyHash>::iterator it) {
+void Staging::drop_locked(Entries::iterator it) {
   bytes_ -= it->second.chunk->size();
+  if (it->second.by == StagedBy::render_ahead) ahead_bytes_ -= it->second.chunk->size();
   residency_.remove(it->second.sample);
   oldest_first_.erase(it->second.age);
   entries_.erase(it);
 }
+
+void Staging::count_wasted(StagedBy by) { bump(by == StagedBy::prefetch ? prefetch_.wasted : ahead_.wasted); }
 
 bool Staging::put(const CacheKey& key, ChunkRef chunk, uint32_t sample) {
   if (chunk->size() > capacity_) return false;
   std::lock_guard lock(mu_);
   if (entries_.count(key)) return true;
   while (bytes_ + chunk->size() > capacity_ && !oldest_first_.empty()) {
-    drop_locked(entries_.find(oldest_first_.front()));
-    bump(counters_.wasted);
+    auto oldest = entries_.find(oldest_first_.front());
+    count_wasted(oldest->second.by);
+    drop_locked(oldest);
   }
   bytes_ += chunk->size();
   oldest_first_.push_back(key);
   residency_.add(sample);
-  entries_.emplace(key, Entry{std::move(chunk), sample, std::prev(oldest_first_.end())});
+  entries_.emplace(key, Entry{std::move(chunk), sample, StagedBy::prefetch, std::prev(oldest_first_.end())});
+  return true;
+}
+
+bool Staging::fits_ahead_locked(uint64_t bytes) const {
+  return bytes_ + bytes <= capacity_ && ahead_bytes_ + bytes <= ahead_capacity_;
+}
+
+bool Staging::has_room_ahead(uint64_t bytes) const {
+  std::lock_guard lock(mu_);
+  return fits_ahead_locked(bytes);
+}
+
+bool Staging::put_ahead(const CacheKey& key, ChunkRef chunk, uint32_t sample) {
+  std::lock_guard lock(mu_);
+  if (entries_.count(key)) return false;
+  if (!fits_ahead_locked(chunk->size())) return false;
+  bytes_ += chunk->size();
+  ahead_bytes_ += chunk->size();
+  oldest_first_.push_back(key);
+  residency_.add(sample);
+  entries_.emplace(key, Entry{std::move(chunk), sample, StagedBy::render_ahead, std::prev(oldest_first_.end())});
   return true;
 }
 
@@ -28,10 +53,18 @@ ChunkRef Staging::take(const CacheKey& key) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
-  ChunkRef c = std::move(it->second.chunk);
-  it->second.chunk = c;  // drop_locked reads its size
+  bump(it->second.by == StagedBy::prefetch ? prefetch_.hits : ahead_.used);
+  ChunkRef c = it->second.chunk;
   drop_locked(it);
   return c;
+}
+
+void Staging::drop(const CacheKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  count_wasted(it->second.by);
+  drop_locked(it);
 }
 
 bool Staging::contains(const CacheKey& key) const {
@@ -41,13 +74,20 @@ bool Staging::contains(const CacheKey& key) const {
 
 void Staging::clear() {
   std::lock_guard lock(mu_);
-  bump(counters_.wasted, entries_.size());
-  while (!entries_.empty()) drop_locked(entries_.begin());
+  while (!entries_.empty()) {
+    count_wasted(entries_.begin()->second.by);
+    drop_locked(entries_.begin());
+  }
 }
 
 uint64_t Staging::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;
+}
+
+uint64_t Staging::ahead_bytes() const {
+  std::lock_guard lock(mu_);
+  return ahead_bytes_;
 }
 
 }  // namespace prepfs

@@ -145,7 +145,8 @@ def test_concurrent_opens_read_consistent_variants(dataset):
 def test_aug_reuse_serves_each_variant_n_times(dataset):
     src = dataset / "src"
     rel = images(src)[1]
-    with Prepfs(src, dataset / "mnt", dataset / "ssd-reuse", "aug_reuse=3") as fs:
+    # No render ahead: its renders of the next variant would add to the count.
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-reuse", "aug_reuse=3,render_ahead=0") as fs:
         p = view_path(fs.mnt, "augmented", rel)
         got = [open(p, "rb").read() for _ in range(6)]
         assert got[0] == got[1] == got[2] and got[3] == got[4] == got[5] and got[0] != got[3]
@@ -156,13 +157,36 @@ def test_aug_reuse_serves_each_variant_n_times(dataset):
 def test_augmented_from_cached_decoded_skips_the_decode(dataset):
     src = dataset / "src"
     rel = images(src)[2]
-    with Prepfs(src, dataset / "mnt", dataset / "ssd-fromdec", "fast_paths=0,seed=3") as fs:
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-fromdec", "fast_paths=0,seed=3,render_ahead=0") as fs:
         open(view_path(fs.mnt, "decoded", rel), "rb").read()
         v0 = open(view_path(fs.mnt, "augmented", rel), "rb").read()
         assert fs.stats()["transform"]["augmented_from_decoded"] == 1
     with Prepfs(src, dataset / "mnt", dataset / "ssd-fromsrc", "fast_paths=0,seed=3,ram=0,ssd=0") as fs:
         assert open(view_path(fs.mnt, "augmented", rel), "rb").read() == v0  # same pixels either way
         assert fs.stats()["transform"]["augmented_from_decoded"] == 0
+
+
+def test_render_ahead_serves_the_same_variants_as_rendering_on_open(dataset):
+    # Issue 13: with no order published, each serve renders the file's next variant ahead while a
+    # cpu slot is idle. Every open must still get exactly the variant a daemon without render
+    # ahead serves for that open (same seed), whether it was rendered ahead or not.
+    src = dataset / "src"
+    rels = images(src)[:4]
+    got = {}
+    for name, opts in (("ahead", "seed=5,aug_reuse=2"), ("plain", "seed=5,aug_reuse=2,render_ahead=0")):
+        with Prepfs(src, dataset / "mnt", dataset / f"ssd-{name}", opts) as fs:
+            got[name] = []
+            for _ in range(5):
+                for rel in rels:
+                    got[name].append(open(view_path(fs.mnt, "augmented", rel), "rb").read())
+                time.sleep(0.05)  # let the renders ahead finish
+            ahead = fs.stats()["render_ahead"]
+            if name == "ahead":
+                assert ahead["used"] > 0 and ahead["rendered"] >= ahead["used"], ahead
+            else:
+                assert ahead["rendered"] == 0, ahead
+    assert got["ahead"] == got["plain"]
+    assert len(set(got["plain"])) == 3 * len(rels)  # variants 0, 1, 2 of each file: 5 opens, aug_reuse=2
 
 
 def test_bad_augment_spec_is_a_clear_error(dataset):

@@ -12,6 +12,9 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/partition/planner.h"
+#include "prepfs/partition/profiler.h"
+#include "prepfs/store/render_ahead.h"
 #include "prepfs/transform/augment.h"
 #include "prepfs/transform/pipeline_spec.h"
 #include "prepfs/transform/render.h"
@@ -30,8 +33,14 @@ struct Rig {
   Options opts;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> images;  // source path, JPEG bytes
 
-  explicit Rig(const std::string& options = "") {
-    const int sizes[][3] = {{64, 48, 3}, {50, 75, 3}, {33, 17, 3}, {40, 40, 1}};
+  struct Size {
+    int width, height, channels;
+  };
+  static constexpr Size kSmall[] = {{64, 48, 3}, {50, 75, 3}, {33, 17, 3}, {40, 40, 1}};
+  // ImageNet-like: decoding and augmenting them costs more CPU than copying the results.
+  static constexpr Size kPhotos[] = {{500, 375, 3}, {375, 500, 3}, {500, 333, 3}, {320, 240, 1}};
+
+  explicit Rig(const std::string& options = "", const Size (&sizes)[4] = kSmall) {
     for (int i = 0; i < 4; i++) {
       auto [w, h, c] = sizes[i];
       std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(w, h, c, 7 + i), w, h, c);
@@ -149,7 +158,8 @@ TEST(Daemon, TwoDaemonsCannotShareOneCacheDirectory) {
 // decoded pixels (variants render from them).
 void expect_last_serves_leave_tiers_untouched(const std::string& partition, bool from_decoded) {
   SCOPED_TRACE(partition);
-  Rig rig("probe=mount,aug_reuse=1,partition=" + partition);  // the first plan sees every sample
+  // The first plan sees every sample; no render ahead (its renders would add to the counts).
+  Rig rig("probe=mount,aug_reuse=1,render_ahead=0,partition=" + partition);
   Daemon d(rig.opts);
   const std::string ppm = "cls/img0.ppm";
   if (from_decoded) read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/" + ppm));  // pixels now cached
@@ -192,6 +202,80 @@ void expect_last_serves_leave_tiers_untouched(const std::string& partition, bool
 TEST(Daemon, TheLastServeOfAVariantLeavesBothTiersUntouched) {
   expect_last_serves_leave_tiers_untouched("fixed:0/0/100", false);  // variants placed in both tiers
   expect_last_serves_leave_tiers_untouched("fixed:0/100/0", true);   // decoded pixels placed
+}
+
+// Issue 13: render ahead (no order published) never changes what an open gets. Open k of a file is
+// variant k / aug_reuse as (seed, path, variant) defines it, whether the open takes a variant
+// rendered ahead, joins one in progress, or renders its own; from JPEG bytes or cached pixels.
+void expect_exact_variants_with_render_ahead(const std::string& options, unsigned reuse, bool drain) {
+  SCOPED_TRACE(options + (drain ? ", each render ahead done before the next open" : ", racing the opens"));
+  Rig rig("probe=mount,seed=7,aug_reuse=" + std::to_string(reuse) + "," + options);
+  Daemon d(rig.opts);
+  ASSERT_NE(d.render_ahead(), nullptr);
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  const unsigned opens = 3 * reuse + 1;
+  for (unsigned k = 0; k < opens; k++) {
+    for (const auto& [path, jpeg] : rig.images) {
+      const std::string ppm = path.substr(0, path.size() - 4) + ".ppm";
+      transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, k / reuse);
+      EXPECT_EQ(
+          read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppm)),
+          str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))))
+          << path << " open " << k;
+      if (drain) d.render_ahead()->drain();
+    }
+  }
+  const RenderAheadCounters& a = d.render_ahead_counters();
+  EXPECT_GT(load(a.used), 0u);
+  EXPECT_LE(load(a.used) + load(a.late) + load(a.wasted), load(a.rendered));
+}
+
+TEST(Daemon, RenderAheadNeverServesAStaleVariant) {
+  for (bool drain : {true, false}) {
+    expect_exact_variants_with_render_ahead("", 1, drain);                         // from the JPEG
+    expect_exact_variants_with_render_ahead("partition=fixed:0/100/0", 1, drain);  // from cached pixels
+    expect_exact_variants_with_render_ahead("", 3, drain);                         // a variant served 3 times
+  }
+}
+
+TEST(Daemon, RenderAheadRendersEachFilesNextVariantOnceAfterEachServe) {
+  Rig rig("probe=mount");
+  Daemon d(rig.opts);
+  for (int k = 0; k < 4; k++)
+    for (const auto& [path, jpeg] : rig.images) {
+      read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, path.substr(0, path.size() - 4) + ".ppm"));
+      d.render_ahead()->drain();
+    }
+  const RenderAheadCounters& a = d.render_ahead_counters();
+  const uint64_t files = rig.images.size();
+  EXPECT_EQ(load(a.rendered), 4 * files) << "one after each serve";
+  EXPECT_EQ(load(a.used), 3 * files) << "every open but each file's first found its variant ready";
+  EXPECT_EQ(load(a.late) + load(a.wasted), 0u);
+  EXPECT_EQ(load(d.renders().augmented), 5 * files) << "first opens, and one ahead of each open";
+  // .prepfs/evict drops what is staged: the last variants rendered ahead are wasted.
+  d.evict_all();
+  EXPECT_EQ(load(a.wasted), files);
+}
+
+// Issue 13: for an augmented consumer the plan keeps decoded pixels when they fit, and the next
+// variants render from them (no JPEG decode).
+TEST(Daemon, AnAugmentedConsumerGetsDecodedPixelsPlacedAndVariantsRenderFromThem) {
+  Rig rig("probe=mount,render_ahead=0", Rig::kPhotos);  // partition=auto; RAM holds every decoded image
+  Daemon d(rig.opts);
+  auto read_all = [&] {
+    for (const auto& [path, jpeg] : rig.images)
+      read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, path.substr(0, path.size() - 4) + ".ppm"));
+  };
+  read_all();
+  d.profiler().tick();  // the view is augmented/ now
+  d.planner().plan_now("test");
+  const Planner::Status st = d.planner().status();
+  EXPECT_EQ(st.enforced.at(Form::decoded, Tier::ram), double(rig.images.size())) << d.planner().report_text();
+  const uint64_t decodes = load(d.renders().decoded), from_pixels = load(d.renders().from_decoded);
+  read_all();  // each file's pixels are decoded and kept, and its variant renders from them
+  read_all();  // from the cached pixels alone
+  EXPECT_EQ(load(d.renders().decoded) - decodes, rig.images.size());
+  EXPECT_EQ(load(d.renders().from_decoded) - from_pixels, 2 * rig.images.size());
 }
 
 }  // namespace

@@ -134,6 +134,7 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                             : (std::string(d.value) == "SIZE"        ? "1G"
                                : std::string(d.value) == "SECONDS"   ? "5"
                                : std::string(d.value) == "N"         ? "8"
+                               : std::string(d.value) == "N|auto"    ? "auto"
                                : std::string(d.value) == "POLICY"    ? "lru"
                                : std::string(d.value) == "LEVEL"     ? "warn"
                                : std::string(d.value) == "FORMAT"    ? "npy"
@@ -145,6 +146,21 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                                                                      : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
+}
+
+TEST(Options, CpuIsACountOrAuto) {
+  Options o;
+  EXPECT_FALSE(o.cpu_auto);
+  apply_option_list(o, "cpu=auto");
+  EXPECT_TRUE(o.cpu_auto);
+  apply_option_list(o, "cpu=3");  // the last one given wins
+  EXPECT_FALSE(o.cpu_auto);
+  EXPECT_EQ(o.cpu, 3u);
+  EXPECT_THROW(apply_option_list(o, "cpu=many"), Error);
+  EXPECT_THROW(apply_option_list(o, "cpu=Auto"), Error);
+  EXPECT_TRUE(o.render_ahead);
+  apply_option_list(o, "render_ahead=0");
+  EXPECT_FALSE(o.render_ahead);
 }
 
 TEST(Options, Partition) {

@@ -51,6 +51,41 @@ TEST(ResourceBudget, TakesGivesBackAndBoundsEveryWait) {
   EXPECT_EQ(b.in_use(), 0u);
 }
 
+// Render ahead takes a slot only while it is free and nobody waits for one.
+TEST(ResourceBudget, TakeIfIdleNeverJumpsAheadOfAWaiter) {
+  ResourceBudget b(2);
+  EXPECT_TRUE(b.take_if_idle(1));
+  EXPECT_TRUE(b.take_if_idle(1));
+  EXPECT_FALSE(b.take_if_idle(1)) << "nothing free";
+  auto waiter = std::async(std::launch::async, [&] { return b.take(1, 60s); });
+  while (b.waiting() == 0) std::this_thread::sleep_for(1ms);
+  b.give_back(1);  // the waiter gets it...
+  EXPECT_EQ(waiter.get(), ResourceBudget::Take::taken);
+  EXPECT_EQ(b.waiting(), 0u);
+  b.give_back(1);
+  EXPECT_TRUE(b.take_if_idle(1)) << "...and with nobody waiting a free part is taken";
+  b.give_back(2);
+  EXPECT_EQ(b.in_use(), 0u);
+}
+
+// cpu=auto resizes the slots while renders hold some: a shrink makes takers wait until enough
+// is given back; a grow lets a waiter in at once.
+TEST(ResourceBudget, ANewTotalAppliesToTheNextTakes) {
+  ResourceBudget b(2);
+  EXPECT_EQ(b.take(1, 0ms), ResourceBudget::Take::taken);
+  EXPECT_EQ(b.take(1, 0ms), ResourceBudget::Take::taken);
+  b.set_total(1);
+  b.give_back(1);
+  EXPECT_EQ(b.take(1, 0ms), ResourceBudget::Take::timed_out) << "1 of a total of 1 is still held";
+  EXPECT_FALSE(b.take_if_idle(1));
+  auto waiter = std::async(std::launch::async, [&] { return b.take(1, 60s); });
+  while (b.waiting() == 0) std::this_thread::sleep_for(1ms);
+  b.set_total(2);
+  EXPECT_EQ(waiter.get(), ResourceBudget::Take::taken);
+  EXPECT_EQ(b.in_use(), 2u);
+  EXPECT_EQ(b.total(), 2u);
+}
+
 TEST(RenderMemory, CountsInputPixelsOutputAndLibjpeg) {
   const SampleShapes s = shapes();
   const ImageDims photo{4000, 3000};

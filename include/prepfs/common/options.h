@@ -39,6 +39,8 @@ struct Options {
   uint64_t seed = 0;                   // seed=      variant k of a file = f(seed, path, k)
   unsigned aug_reuse = 1;              // aug_reuse= serve each augmented variant N times
   unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
+  bool cpu_auto = false;               // cpu=auto   sized from the readers' stalls and the idle CPU
+  bool render_ahead = true;            // render_ahead= a file's next variant after each serve (no order)
   uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
   uint64_t max_input = 128ull << 20;   // max_input= refuse larger image files (EIO), before fetching
   uint64_t transform_mem = 0;          // transform_mem= memory of the renders in progress; 0: by cores

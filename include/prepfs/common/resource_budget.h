@@ -18,10 +18,17 @@ class ResourceBudget {
   // Takes `amount` (0 is always taken), waiting at most `wait` for others to give it back.
   // Waiters are served in no particular order.
   Take take(uint64_t amount, std::chrono::milliseconds wait);
+  // Takes `amount` only if it is free now and nobody waits: work that must never delay a waiter
+  // (rendering ahead of the readers) takes its part this way.
+  bool take_if_idle(uint64_t amount);
   void give_back(uint64_t amount);
+  // A new total (cpu=auto resizes the transform slots). What is taken stays taken: after a
+  // shrink, takers wait until enough is given back.
+  void set_total(uint64_t total);
 
-  uint64_t total() const { return total_; }
+  uint64_t total() const;
   uint64_t in_use() const;
+  unsigned waiting() const;  // takers waiting right now
 
   // Gives `amount` back when it goes out of scope (unless released).
   class Hold {
@@ -42,10 +49,11 @@ class ResourceBudget {
   };
 
  private:
-  const uint64_t total_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
+  uint64_t total_;
   uint64_t used_ = 0;
+  unsigned waiting_ = 0;
 };
 
 }  // namespace prepfs

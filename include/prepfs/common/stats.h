@@ -80,6 +80,23 @@ struct RenderCounters {
   std::atomic<uint64_t> waits{0};         // renders that waited for a cpu slot
   std::atomic<uint64_t> memory_waits{0};  // renders that waited for transform memory
   std::atomic<uint64_t> timeouts{0};      // renders that gave up waiting (ETIMEDOUT)
+  // The readers' stall that more transform workers would remove: wall time renders waited for a
+  // cpu slot, summed over renders; and the wall time slots were busy (cpu=auto's inputs).
+  std::atomic<uint64_t> cpu_wait_ns{0};
+  std::atomic<uint64_t> slot_busy_ns{0};
+  std::atomic<uint64_t> cpu_slots{0};  // transform slots now (a gauge: cpu=auto moves it)
+};
+
+// Variants rendered ahead of their open when no order is published (store/render_ahead.h): after
+// a serve, the variant the file's next open will get, in a cpu slot nobody waits for. Every
+// variant rendered ahead ends up used, late, wasted, or still staged.
+struct RenderAheadCounters {
+  std::atomic<uint64_t> rendered{0};  // variants rendered ahead
+  std::atomic<uint64_t> used{0};      // ... that an open took from the staging
+  std::atomic<uint64_t> late{0};      // ... whose open came during the render (it joined the render)
+  std::atomic<uint64_t> wasted{0};    // ... dropped unread: no room, evicted by prefetches or evict, passed by opens
+  std::atomic<uint64_t> skipped{0};  // serves not followed by one: slots busy or awaited, inputs not in memory, no room
+  std::atomic<uint64_t> bytes{0};    // bytes rendered ahead
 };
 
 // What the views answered, and the request mix per view (the profiler's "which view is read").

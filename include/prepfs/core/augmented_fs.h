@@ -14,6 +14,7 @@
 #include "prepfs/core/open_snapshots.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/store/header_prober.h"
+#include "prepfs/store/render_ahead.h"
 #include "prepfs/store/sample_store.h"
 
 namespace prepfs {
@@ -22,8 +23,9 @@ class AugmentedFs final : public Filesystem {
  public:
   // unowned: the owner shown for entries the source has no owner for (DataFsConfig::unowned).
   // prober (may be null: every header known) reads the headers a first mount did not wait for.
+  // ahead (may be null: off) renders a file's next variant after each serve.
   AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
-              Owner unowned = {}, HeaderProber* prober = nullptr);
+              Owner unowned = {}, HeaderProber* prober = nullptr, RenderAhead* ahead = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -48,6 +50,7 @@ class AugmentedFs final : public Filesystem {
   SampleStore& store_;
   ViewCounters& counters_;
   HeaderProber* prober_;
+  RenderAhead* ahead_;
   ImageNames names_;
   unsigned aug_reuse_;
   double timeout_;

@@ -20,6 +20,7 @@ class TierManager;
 class SampleStore;
 class Planner;
 class Profiler;
+class RenderAhead;
 class Source;
 class Tree;
 
@@ -60,6 +61,8 @@ class Daemon {
   Profiler& profiler();
   const Tree& tree() const;
   const RenderCounters& renders() const;
+  RenderAhead* render_ahead();  // null with render_ahead=0
+  const RenderAheadCounters& render_ahead_counters() const;
   Source& source();
 
  private:

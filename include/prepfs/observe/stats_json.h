@@ -22,6 +22,7 @@ struct StatsSources {
   const Profiler* profiler = nullptr;  // null: no "profile" object / gauges
   const PrefetchCounters* prefetch = nullptr;
   const JobKnowledge* jobs = nullptr;  // published orders
+  const RenderAheadCounters* render_ahead = nullptr;
 };
 
 std::string render_stats_json(const StatsSources& s);

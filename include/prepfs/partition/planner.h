@@ -1,6 +1,7 @@
 // partition=auto and partition=fixed at run time: turns the model's placement into what the cache
 // admits (Placer) and how much of each tier each form may hold (TierManager quotas), re-plans when
-// the measured inputs drift, and reports the plan (.prepfs/plan, .prepfs/plan.json).
+// the measured inputs drift, and reports the plan (.prepfs/plan, .prepfs/plan.json), with the
+// transform workers' count (cpu=, CpuAutoscaler) and why.
 #pragma once
 
 #include <array>
@@ -12,6 +13,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/model/inputs.h"
 #include "prepfs/model/solver.h"
+#include "prepfs/partition/cpu_autoscaler.h"
 #include "prepfs/partition/placer.h"
 
 namespace prepfs {
@@ -42,7 +44,9 @@ class Planner {
   // sample the new placement keeps elsewhere would hold its old slot's bytes until evicted, and
   // the samples newly assigned there would find the quota full.
   using DropFn = std::function<void(uint32_t node, Form form)>;
-  Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop = nullptr);
+  // cpu (may be null): the transform workers' count and why, shown in the reports.
+  Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop = nullptr,
+          const CpuAutoscaler* cpu = nullptr);
 
   // Plans now, whatever the drift (at mount).
   void plan_now(const std::string& reason);
@@ -71,6 +75,7 @@ class Planner {
   DropFn drop_;
   Placer& placer_;
   TierManager& cache_;
+  const CpuAutoscaler* cpu_;
   mutable std::mutex mu_;
   model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
   model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)

@@ -1,7 +1,8 @@
 // Renders the derived forms of a sample, from the cheapest form at hand: an augmented variant
 // from decoded pixels when the store has them (no JPEG decode at all), else from the JPEG bytes;
 // decoded pixels from the JPEG bytes. Transforms run under a `cpu` budget: at most that many at
-// once, whatever the FUSE thread count. Their memory is bounded too: before the JPEG bytes are
+// once, whatever the FUSE thread count (cpu=auto resizes it; the time renders wait for a slot is
+// counted, it is the stall more slots would remove). Their memory is bounded too: before the JPEG bytes are
 // fetched a render takes what it may use at its peak (store/render_memory.h: input, libjpeg,
 // pixels, output) from one `transform_mem` budget, and gives it back when done; an input over
 // `max_input` or a render that cannot fit the budget is refused before any fetch. A file that
@@ -44,6 +45,10 @@ struct JpegBytes {
   std::span<const uint8_t> bytes;
 };
 
+// Whether a render takes a cpu slot itself (waiting for one if none is free), or runs in the one
+// its caller already holds (Renderer::idle_slot(): work ahead of the readers).
+enum class SlotUse { take, held };
+
 class Renderer {
  public:
   Renderer(RenderConfig cfg, RenderCounters& counters);
@@ -51,16 +56,23 @@ class Renderer {
   using FetchJpeg = std::function<JpegBytes()>;
   // The decoded file (header + pixels) of a sample; `jpeg` fetches its bytes (once the render's
   // memory is taken).
-  ChunkRef decoded(const Sample& s, const FetchJpeg& jpeg);
+  ChunkRef decoded(const Sample& s, const FetchJpeg& jpeg, SlotUse slot = SlotUse::take);
   // Variant `variant` of the augmented file. `decoded` (may be null) is the decoded file if the
   // store has it at hand; `jpeg` fetches the JPEG bytes otherwise.
-  ChunkRef augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg);
+  ChunkRef augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg,
+                     SlotUse slot = SlotUse::take);
 
   // Throws EIO (logged once per file) unless the sample is one the views can render: an image
   // within max_pixels whose file is within max_input.
   void check_renderable(const Sample& s);
   // A CPU slot is free right now (work ahead of the readers runs only then).
   bool has_idle_slot() const { return cpu_slots_.in_use() < cpu_slots_.total(); }
+  // A cpu slot taken now for work ahead of the readers (renders with SlotUse::held run in it),
+  // only if one is free and no render waits for one; empty otherwise.
+  ResourceBudget::Hold idle_slot();
+  // cpu=auto: the number of transforms that may run at once from now on (at least 1).
+  void set_cpu_slots(unsigned n);
+  unsigned cpu_slots() const { return unsigned(cpu_slots_.total()); }
 
   uint64_t transform_mem_in_use() const { return memory_.in_use(); }
 
@@ -79,7 +91,8 @@ class Renderer {
   };
   Memory take_memory(const Sample& s, RenderPath path);
   template <class F>
-  ChunkRef transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, F&& body);
+  ChunkRef transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, SlotUse slot, F&& body);
+  ResourceBudget::Hold take_slot(const Sample& s);
   [[noreturn]] void fail(const Sample& s, const std::string& why);
   [[noreturn]] void timed_out(const Sample& s, const char* what);
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -31,6 +32,15 @@ struct StoreConfig {
   Members members = Members::placement;
 };
 
+// What a render ahead did (SampleStore::render_ahead).
+enum class AheadOutcome {
+  rendered,  // rendered and staged for the open (the staging counts it used or wasted)
+  late,      // rendered, but its open came meanwhile (and joined the render): not staged
+  wasted,    // rendered, but the staging had no room left by then
+  ready,     // not rendered: cached or staged already, or an open is rendering it
+  skipped,   // not rendered: no room left for renders ahead, or its inputs were not in memory
+};
+
 // What the store knows of the jobs and keeps for them; both may be null (no published orders).
 struct JobSupport {
   JobKnowledge* knowledge = nullptr;  // reads are noted here (next uses, cursors)
@@ -49,7 +59,7 @@ class SampleStore {
   // Chunk `index` of the raw bytes (the last chunk may be shorter).
   ChunkRef raw(const Sample& s, uint64_t index);
   // The decoded file: header + pixels (EIO for a file that is not a sample).
-  ChunkRef decoded(const Sample& s);
+  ChunkRef decoded(const Sample& s, SlotUse slot = SlotUse::take);
   // Variant `variant` of the augmented file. On its last serve the variant is never admitted to
   // a tier (and a cached copy is dropped): nobody will ask for it again.
   ChunkRef augmented(const Sample& s, uint32_t variant, bool last_serve);
@@ -72,6 +82,11 @@ class SampleStore {
   void probe_head(const Sample& s);
   // Whether a read of `form` of s finds everything it needs without the source.
   bool ready(const Sample& s, Form form, uint32_t variant);
+  // Renders variant `variant` of s ahead of its open and stages it (render ahead, no order
+  // published), in the cpu slot the caller holds (Renderer::idle_slot()). Only from inputs already
+  // in memory, and only into the staging's free room for renders ahead. `upcoming()` tells
+  // whether the file's next open still gets that variant (checked after the render).
+  AheadOutcome render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
 
   // Where a fill of `form` of s may be kept: its slot's tier when the slot holds that form,
   // nowhere when the slot holds another form, everywhere for files that are not samples.
@@ -86,7 +101,8 @@ class SampleStore {
   CacheKey key(const Sample& s, Form form, uint32_t variant, uint64_t chunk) const;
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
   JpegBytes jpeg(const Sample& s);
-  ChunkRef render_augmented(const Sample& s, uint32_t variant);
+  ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
+  bool inputs_at_hand(const Sample& s);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
   // A fill: a staged entry when the prefetcher made one, else make().
