@@ -1,10 +1,11 @@
 // prepfs-readbench: reads whole files the way a data loader does, and reports throughput and
 // per-file latency.
 //
-//   prepfs-readbench DIR [--threads N] [--list FILE] [--passes P] [--seed S] [--json]
+//   prepfs-readbench DIR [--threads N] [--list FILE] [--in-order] [--passes P] [--seed S] [--json]
 //
 // The files (every regular file under DIR, or the paths in --list) are put in a deterministic
-// shuffled order, a fresh one per pass (epoch). N threads each take the next file: open, read()
+// shuffled order, a fresh one per pass (epoch); with --in-order every pass reads the --list as
+// given (the order a job published to prepfs, say), or DIR's files sorted by name. N threads each take the next file: open, read()
 // into a 1 MiB buffer until EOF, close. Plain POSIX I/O, no io_uring, no O_DIRECT, no readahead
 // hints, so the file system sees exactly what a simple loader would send. Passes run one after
 // the other, so each pass's numbers are separate (pass 1 cold, pass 2 warm, for example).
@@ -43,6 +44,7 @@ struct Options {
   unsigned threads = 8;
   unsigned passes = 1;
   uint64_t seed = 0;
+  bool in_order = false;
   bool json = false;
 };
 
@@ -72,7 +74,7 @@ std::vector<std::string> collect_files(const Options& opts) {
     }
   }
   // Sort first so the order depends only on the set of names, not on readdir order.
-  std::sort(files.begin(), files.end());
+  if (opts.list.empty() || !opts.in_order) std::sort(files.begin(), files.end());
   return files;
 }
 
@@ -224,6 +226,7 @@ int main(int argc, char** argv) {
   app.add_option("--passes", opts.passes, "Passes (epochs), each in a fresh shuffled order")
       ->check(CLI::Range(1u, 100000u));
   app.add_option("--seed", opts.seed, "Shuffle seed");
+  app.add_flag("--in-order", opts.in_order, "Read the --list in its own order every pass (DIR's files: by name)");
   app.add_flag("--json", opts.json, "Print one JSON object instead of text");
   CLI11_PARSE(app, argc, argv);
 
@@ -243,7 +246,7 @@ int main(int argc, char** argv) {
   std::vector<Summary> passes;
   for (unsigned p = 0; p < opts.passes; ++p) {
     std::vector<std::string> order = files;
-    shuffle(order, opts.seed + p);
+    if (!opts.in_order) shuffle(order, opts.seed + p);
     PassResult r = run_pass(order, opts.threads);
     all.seconds += r.seconds;
     all.files += r.files;

@@ -12,10 +12,12 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/index/tree.h"
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
 #include "prepfs/store/render_ahead.h"
 #include "prepfs/transform/augment.h"
+#include "prepfs/transform/jpeg_header.h"
 #include "prepfs/transform/pipeline_spec.h"
 #include "prepfs/transform/render.h"
 #include "prepfs/transform/rng.h"
@@ -276,6 +278,37 @@ TEST(Daemon, AnAugmentedConsumerGetsDecodedPixelsPlacedAndVariantsRenderFromThem
   read_all();  // from the cached pixels alone
   EXPECT_EQ(load(d.renders().decoded) - decodes, rig.images.size());
   EXPECT_EQ(load(d.renders().from_decoded) - from_pixels, 2 * rig.images.size());
+}
+
+// A job's first request for the sample list (.prepfs/samples) on a first mount needs every
+// header but is not followed by reads of those files soon: it reads header bytes, not whole first
+// chunks that only the recent fills and the staging (a few MiB) would hold until the job reads
+// them (a first epoch then fetched the dataset twice).
+void read_sample_list(const std::string& options) {
+  SCOPED_TRACE(options);
+  Rig rig(options);
+  std::vector<std::string> jpegs;
+  for (int i = 0; i < 4; i++) {  // textured 640x480 JPEGs: several times the 16 KiB header probe
+    std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(640, 480, 3, 40 + i), 640, 480, 3);
+    ASSERT_GT(jpeg.size(), 4 * transform::kHeaderProbeBytes);
+    jpegs.emplace_back(jpeg.begin(), jpeg.end());
+  }
+  // More files than the mount's sample of headers (64), so the list has some to read.
+  for (int i = 0; i < 96; i++) rig.dir.write("src/big/img" + std::to_string(i) + ".jpg", jpegs[i % 4]);
+  Daemon d(rig.opts);
+  const uint64_t unknown = d.tree().unprobed_count();
+  ASSERT_GE(unknown, 20u);
+  const uint64_t before = load(d.source().counters().bytes);
+  const std::string list = read_file(d.control_fs(), walk(d.control_fs(), 1, "samples"));
+  EXPECT_NE(list.find("big/img95.jpg\tbig/img95.ppm\n"), std::string::npos) << list;
+  EXPECT_EQ(d.tree().unprobed_count(), 0u);
+  EXPECT_LE(load(d.source().counters().bytes) - before, unknown * transform::kHeaderProbeBytes)
+      << "the sample list fetched whole files";
+}
+
+TEST(Daemon, TheSampleListReadsHeaderBytesNotWholeFiles) {
+  read_sample_list("ram=0,ssd=0");                            // nothing is kept anywhere
+  read_sample_list("ram=64M,ssd=0,partition=fixed:100/0/0");  // every raw sample in RAM
 }
 
 }  // namespace

@@ -5,8 +5,11 @@
 //   - a view that needs them now: a lookup, listing or stat in decoded/ or augmented/ probes that
 //     directory's files in parallel (ensure_dir), a file's stat probes the file (ensure); these
 //     probes read the first chunk through the store, which keeps it for the read that follows;
-//   - a job asking for the sample list (.prepfs/samples: ensure_all).
-// So a first epoch opens each file once. There is no background pass: it would race the job for
+//   - a job asking for the sample list (.prepfs/samples: ensure_all). No read follows it soon
+//     (staging could not hold a dataset's first chunks until the job reads them), so it reads
+//     header bytes only, as the probes at mount do.
+// So a first epoch opens each file once (twice when a job asked for the sample list first, but
+// fetches its bytes once). There is no background pass: it would race the job for
 // the source, in an order the job does not read. At mount, a few headers spread over the tree are
 // read (ensure_some) so that the first plan knows roughly how many files are images.
 #pragma once
@@ -26,14 +29,17 @@ class HeaderProber {
 
   void ensure(uint32_t node);
   void ensure_dir(uint32_t dir, unsigned threads = 0);  // every regular child, in parallel (0: all threads)
-  void ensure_all();                                    // every header known when it returns
+  void ensure_all();                                    // every header known when it returns (see above)
   // Reads up to `count` unknown headers spread over the tree, header bytes only (nothing cached:
   // the plan at mount needs their sizes, not their data).
   void ensure_some(size_t count);
   bool complete() const { return tree_.unprobed_count() == 0; }
 
  private:
-  void probe(uint32_t node);
+  // whole_chunk: read the first chunk through the store (staged for the read that follows);
+  // else only the header bytes.
+  void probe(uint32_t node, bool whole_chunk);
+  void probe_dir(uint32_t dir, unsigned threads, bool whole_chunks);
 
   Tree& tree_;
   SampleStore& store_;
