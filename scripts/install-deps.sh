@@ -8,10 +8,11 @@ what=${1:-build}
 
 build_pkgs=(build-essential meson ninja-build pkg-config
   libfuse3-dev fuse3 liburing-dev libxxhash-dev libspdlog-dev libcli11-dev libgtest-dev
-  libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev libhwy-dev libmicrohttpd-dev libcurl4-openssl-dev)
+  libsystemd-dev libjpeg62-turbo-dev libturbojpeg0-dev libhwy-dev libmicrohttpd-dev libcurl4-openssl-dev
+  libmemcached-dev)
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes) build tests/fuzz.
 test_pkgs=(python3 python3-pytest python3-hypothesis python3-pil python3-numpy python3-torch python3-torchvision
-  attr groff-base python3-prometheus-client systemd curl clang-14 libclang-rt-14-dev)
+  attr groff-base python3-prometheus-client systemd curl clang-14 libclang-rt-14-dev iproute2 util-linux memcached)
 bench_pkgs=(python3-matplotlib s3fs rclone)
 
 pkgs=("${build_pkgs[@]}")

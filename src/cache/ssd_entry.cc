@@ -34,11 +34,16 @@ SsdEntryHeader make_entry_header(const CacheKey& key, const Chunk& payload, Form
   return h;
 }
 
-const char* check_entry(const CacheKey& key, const SsdEntryHeader& h, const char* payload, size_t size) {
+const char* check_entry_header(const CacheKey& key, const SsdEntryHeader& h) {
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return "bad magic";
   if (h.version != kSsdFormatVersion || h.header_size != sizeof h) return "unknown format version";
   if (h.header_checksum != header_checksum(h)) return "header checksum mismatch";
   if (h.key_hi != key.hi || h.key_lo != key.lo) return "key mismatch";
+  return nullptr;
+}
+
+const char* check_entry(const CacheKey& key, const SsdEntryHeader& h, const char* payload, size_t size) {
+  if (const char* why = check_entry_header(key, h)) return why;
   if (h.length != size) return "length mismatch";
   if (XXH3_64bits_withSeed(payload, size, key.lo) != h.checksum) return "checksum mismatch";
   return nullptr;

@@ -85,10 +85,21 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     ChunkRef chunk = ssd_ ? ssd_->get(key, sample) : nullptr;
     const bool from_fill = !chunk;  // an SSD hit is on the SSD already
     if (!chunk) {
-      bump(counters_.fills);
-      chunk = fill();
-      bump(pf.misses);
-      bump(pf.miss_bytes, chunk->size());
+      // The shared tier between the SSD and the fill: another node's fill is as good as ours.
+      SharedTier::Result got{nullptr, false};
+      if (shares(form) && !admit.last_use)
+        got = cfg_.shared->get_or_fill(key, form, fill);
+      else
+        got.chunk = fill();
+      chunk = std::move(got.chunk);
+      if (got.hit) {
+        bump(pf.shared_hits);
+        bump(pf.shared_hit_bytes, chunk->size());
+      } else {
+        bump(counters_.fills);
+        bump(pf.misses);
+        bump(pf.miss_bytes, chunk->size());
+      }
       if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form, sample);
     } else {
       bump(pf.ssd_hits);

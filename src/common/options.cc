@@ -1,5 +1,7 @@
 #include "prepfs/common/options.h"
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,6 +103,16 @@ const std::vector<OptionDoc>& option_docs() {
       {"render_ahead", "BOOL",
        "after an open of augmented/, render that file's next variant while a cpu slot is idle (default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
+      {"shared", "memcached://HOST:PORT,...",
+       "a tier shared by every node between the node-local tiers and the source: memcached servers, reached by "
+       "consistent hashing (default: none)"},
+      {"shared_timeout", "SECONDS",
+       "longest any one call to a shared-tier server may take before the read goes on without it (default 0.25)"},
+      {"shared_lease_ttl", "SECONDS",
+       "how long a node that took a fill's lease holds the other nodes off; they then fetch it themselves (default "
+       "10)"},
+      {"shared_forms", "FORMS",
+       "auto (default: the plan decides) or raw, decoded, raw/decoded: the forms kept in the shared tier"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
       {"s3_path_style", "BOOL", "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint"},
@@ -239,6 +251,23 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == value.size())
       throw bad_value(key, value, "expected HOST:PORT, for example 127.0.0.1:9100");
     o.metrics_addr = std::string(value);
+  } else if (key == "shared") {
+    need_value();
+    o.shared = parse_shared_url(value);
+  } else if (key == "shared_timeout" || key == "shared_lease_ttl") {
+    need_value();
+    const double s = parse_seconds(key, value);
+    const double lo = key == "shared_timeout" ? 0.001 : 1, hi = key == "shared_timeout" ? 60 : 3600;
+    if (s < lo || s > hi) throw bad_value(key, value, fmt::format("expected seconds in [{:g}, {:g}]", lo, hi));
+    (key == "shared_timeout" ? o.shared_timeout : o.shared_lease_ttl) = s;
+  } else if (key == "shared_forms") {
+    need_value();
+    o.shared_forms = std::string(value);
+    for (char& c : o.shared_forms)
+      if (c == ',') c = '/';
+    if (o.shared_forms != "auto" && o.shared_forms != "raw" && o.shared_forms != "decoded" &&
+        o.shared_forms != "raw/decoded" && o.shared_forms != "decoded/raw")
+      throw bad_value(key, value, "expected auto, raw, decoded or raw/decoded");
   } else if (key == "s3_endpoint") {
     need_value();
     o.s3_endpoint = std::string(value);
@@ -282,15 +311,27 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
 
 void apply_option_list(Options& o, std::string_view list) {
   std::string item;
+  // shared=memcached://h1:11211,h2:11211 has commas of its own: after shared=, items that are
+  // HOST:PORT (no option key has a colon) continue its server list.
+  std::string shared_url;
   auto flush = [&] {
     std::string t = trim(item);
     item.clear();
     if (t.empty()) return;
     size_t eq = t.find('=');
-    if (eq == std::string::npos)
+    if (eq == std::string::npos && !shared_url.empty() && t.find(':') != std::string::npos) {
+      shared_url += "," + t;
+      apply_option(o, "shared", shared_url, true);
+      return;
+    }
+    shared_url.clear();
+    if (eq == std::string::npos) {
       apply_option(o, t, "", false);
-    else
-      apply_option(o, trim(t.substr(0, eq)), trim(t.substr(eq + 1)), true);
+      return;
+    }
+    const std::string key = trim(t.substr(0, eq)), value = trim(t.substr(eq + 1));
+    apply_option(o, key, value, true);
+    if (key == "shared") shared_url = value;
   };
   for (size_t i = 0; i < list.size(); i++) {
     if (list[i] == '\\' && i + 1 < list.size() && list[i + 1] == ',') {
@@ -343,6 +384,52 @@ void apply_config_file(Options& o, const std::string& path) {
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxConfigBytes) throw Error(EFBIG, "config file " + path + " is larger than 1 MiB");
   apply_config_text(o, text, path);
+}
+
+std::vector<SharedServer> parse_shared_url(std::string_view url) {
+  constexpr std::string_view kScheme = "memcached://";
+  const std::string original(url);
+  if (!url.starts_with(kScheme)) throw bad_value("shared", original, "expected memcached://HOST:PORT[,HOST:PORT...]");
+  url.remove_prefix(kScheme.size());
+  std::vector<SharedServer> servers;
+  while (true) {
+    const size_t comma = url.find(',');
+    const std::string item = trim(url.substr(0, comma));
+    SharedServer s;
+    std::string port;
+    if (item.starts_with("[")) {  // [IPv6]:PORT
+      const size_t close = item.find(']');
+      if (close == std::string::npos) throw bad_value("shared", original, "unclosed [ in " + item);
+      s.host = item.substr(1, close - 1);
+      if (close + 1 < item.size()) {
+        if (item[close + 1] != ':') throw bad_value("shared", original, "expected [ADDR]:PORT, not " + item);
+        port = item.substr(close + 2);
+      }
+    } else {
+      const size_t colon = item.rfind(':');
+      s.host = item.substr(0, colon);
+      if (colon != std::string::npos) port = item.substr(colon + 1);
+      if (s.host.find(':') != std::string::npos)
+        throw bad_value("shared", original, "write an IPv6 address as [ADDR]:PORT: " + item);
+    }
+    if (s.host.empty() || s.host.find_first_of(" /?#@") != std::string::npos)
+      throw bad_value("shared", original, "expected HOST:PORT, not '" + item + "'");
+    if (!port.empty() || item.ends_with(":")) s.port = static_cast<uint16_t>(parse_count("shared", port, 1, 65535));
+    if (std::find(servers.begin(), servers.end(), s) != servers.end())
+      throw bad_value("shared", original, item + " is listed twice");
+    servers.push_back(s);
+    if (comma == std::string_view::npos) break;
+    url.remove_prefix(comma + 1);
+  }
+  return servers;
+}
+
+std::optional<std::array<bool, kForms>> fixed_shared_forms(const Options& o) {
+  if (o.shared_forms == "auto") return std::nullopt;
+  std::array<bool, kForms> forms{};
+  forms[index_of(Form::raw)] = o.shared_forms.find("raw") != std::string::npos;
+  forms[index_of(Form::decoded)] = o.shared_forms.find("decoded") != std::string::npos;
+  return forms;
 }
 
 void finalize_options(Options& o) {

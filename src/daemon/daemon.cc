@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <chrono>
 
+#include "prepfs/cache/memcached_store.h"
+#include "prepfs/cache/shared_tier.h"
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/cpu_times.h"
 #include "prepfs/common/error.h"
@@ -132,8 +134,24 @@ uint64_t transform_mem(const Options& o, unsigned cores) {
   return std::max<uint64_t>(64ull << 20, std::min(by_cores, physical / 4));
 }
 
-CacheConfig cache_config(const Options& o, const std::string& cache_dir, size_t nodes, const SampleKnowledge* k) {
+// The shared tier of shared=, or null. Makes no connection: the first reads do.
+std::unique_ptr<SharedTier> make_shared_tier(const Options& o) {
+  if (o.shared.empty()) return nullptr;
+  MemcachedConfig mc;
+  mc.servers = o.shared;
+  mc.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.shared_timeout * 1000));
+  SharedTierConfig sc;
+  sc.lease_ttl = std::chrono::milliseconds(static_cast<int64_t>(o.shared_lease_ttl * 1000));
+  auto tier = std::make_unique<SharedTier>(std::make_unique<MemcachedStore>(mc), sc);
+  // shared_forms= fixes the forms; auto starts with raw and decoded until the first plan decides.
+  tier->set_forms(fixed_shared_forms(o).value_or(std::array<bool, kForms>{true, true, false}));
+  return tier;
+}
+
+CacheConfig cache_config(const Options& o, const std::string& cache_dir, size_t nodes, const SampleKnowledge* k,
+                         SharedTier* shared) {
   CacheConfig cc;
+  cc.shared = shared;
   cc.ram_bytes = o.ram_bytes;
   cc.ssd_bytes = o.ssd_bytes;
   cc.ssd_dir = cache_dir + "/ssd";
@@ -182,6 +200,7 @@ struct Daemon::Parts {
   std::once_flag samples_once;
   std::unique_ptr<SampleList> samples_list;  // built on first use, once every header is known
   std::unique_ptr<JobKnowledge> knowledge;   // published orders, importance
+  std::unique_ptr<SharedTier> shared;        // null without shared=
   std::unique_ptr<TierManager> cache;
   ViewCounters views;
   RenderCounters renders;
@@ -283,8 +302,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.tree = std::make_unique<Tree>(std::move(loaded.tree));
 
   p.knowledge = std::make_unique<JobKnowledge>(p.tree->size());
+  p.shared = make_shared_tier(opts);
   try {
-    p.cache = std::make_unique<TierManager>(cache_config(opts, p.cache_dir, p.tree->size(), p.knowledge.get()));
+    p.cache = std::make_unique<TierManager>(
+        cache_config(opts, p.cache_dir, p.tree->size(), p.knowledge.get(), p.shared.get()));
   } catch (const Error& e) {
     throw Error(e.err(), "ssd_dir " + opts.ssd_dir + " is not usable: " + e.what());
   }

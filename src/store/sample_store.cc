@@ -192,14 +192,15 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
       s.node);
 }
 
-// Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded gets its
-// pixels decoded (and admitted) first, so an epoch read through augmented/ fills the decoded
-// slots too.
+// Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded, or whose
+// decoded form the shared tier keeps, gets its pixels decoded (and admitted, and published)
+// first, so an epoch read through augmented/ fills the decoded slots too.
 ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant, SlotUse slot) {
   const CacheKey dk = key(s, Form::decoded, 0, 0);
   ChunkRef dec = cache_.lookup(dk);
   if (!dec && jobs_.staging) dec = jobs_.staging->take(dk);
-  if (!dec && admit(s, Form::decoded).any()) dec = decoded(s, slot);
+  // Shared pixels count as at hand too: the cluster then decodes each image once.
+  if (!dec && (admit(s, Form::decoded).any() || cache_.shares(Form::decoded))) dec = decoded(s, slot);
   return renderer_.augmented(
       s, variant, dec, [&] { return jpeg(s); }, slot);
 }

@@ -131,19 +131,21 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
     Options o;
     std::string value = std::string(d.value).empty()
                             ? ""
-                            : (std::string(d.value) == "SIZE"        ? "1G"
-                               : std::string(d.value) == "SECONDS"   ? "5"
-                               : std::string(d.value) == "N"         ? "8"
-                               : std::string(d.value) == "N|auto"    ? "auto"
-                               : std::string(d.value) == "POLICY"    ? "lru"
-                               : std::string(d.value) == "LEVEL"     ? "warn"
-                               : std::string(d.value) == "FORMAT"    ? "npy"
-                               : std::string(d.value) == "PLAN"      ? "fixed:10/20/70"
-                               : std::string(d.value) == "BOOL"      ? "0"
-                               : std::string(d.value) == "WHEN"      ? "mount"
-                               : std::string(d.value) == "SPEC"      ? "resize(256);center_crop(224)"
-                               : std::string(d.value) == "HOST:PORT" ? "127.0.0.1:9100"
-                                                                     : "/x");
+                            : (std::string(d.value) == "SIZE"                     ? "1G"
+                               : std::string(d.value) == "SECONDS"                ? "5"
+                               : std::string(d.value) == "N"                      ? "8"
+                               : std::string(d.value) == "N|auto"                 ? "auto"
+                               : std::string(d.value) == "POLICY"                 ? "lru"
+                               : std::string(d.value) == "LEVEL"                  ? "warn"
+                               : std::string(d.value) == "FORMAT"                 ? "npy"
+                               : std::string(d.value) == "PLAN"                   ? "fixed:10/20/70"
+                               : std::string(d.value) == "BOOL"                   ? "0"
+                               : std::string(d.value) == "WHEN"                   ? "mount"
+                               : std::string(d.value) == "SPEC"                   ? "resize(256);center_crop(224)"
+                               : std::string(d.value) == "HOST:PORT"              ? "127.0.0.1:9100"
+                               : std::string(d.value) == "FORMS"                  ? "raw/decoded"
+                               : std::string(d.value).starts_with("memcached://") ? "memcached://127.0.0.1:11211"
+                                                                                  : "/x");
     EXPECT_NO_THROW(apply_option(o, d.key, value, !value.empty())) << d.key;
   }
 }
@@ -220,4 +222,47 @@ TEST(Options, BareBooleanFlagsMeanOne) {
   EXPECT_TRUE(c.crop_decode);
   EXPECT_THROW(apply_option_list(o, "nocrop_decode"), Error);  // no "no" form: key=0 says it
   EXPECT_THROW(apply_option_list(o, "ram"), Error);            // a size is not a flag
+}
+
+TEST(Options, SharedServerListKeepsItsCommasInAnOptionList) {
+  Options o;
+  apply_option_list(o, "ram=1G,shared=memcached://h1:11211,h2:11300,[::1]:11400,ssd=2G,shared_forms=raw/decoded");
+  ASSERT_EQ(o.shared.size(), 3u);
+  EXPECT_EQ(o.shared[0], (SharedServer{"h1", 11211}));
+  EXPECT_EQ(o.shared[1], (SharedServer{"h2", 11300}));
+  EXPECT_EQ(o.shared[2], (SharedServer{"::1", 11400}));
+  EXPECT_EQ(o.ssd_bytes, 2ull << 30);  // the list ended at the next key=value
+  auto forms = fixed_shared_forms(o);
+  ASSERT_TRUE(forms.has_value());
+  EXPECT_TRUE((*forms)[index_of(Form::raw)]);
+  EXPECT_TRUE((*forms)[index_of(Form::decoded)]);
+  EXPECT_FALSE((*forms)[index_of(Form::augmented)]);
+}
+
+TEST(Options, SharedInAConfigFileAndItsDefaults) {
+  Options o;
+  EXPECT_TRUE(o.shared.empty());
+  EXPECT_FALSE(fixed_shared_forms(o).has_value());  // auto
+  apply_config_text(o, "shared = memcached://cache1,cache2:11212\nshared_timeout = 0.5\nshared_lease_ttl = 3\n",
+                    "prepfs.conf");
+  ASSERT_EQ(o.shared.size(), 2u);
+  EXPECT_EQ(o.shared[0], (SharedServer{"cache1", 11211}));  // the default port
+  EXPECT_EQ(o.shared[1], (SharedServer{"cache2", 11212}));
+  EXPECT_DOUBLE_EQ(o.shared_timeout, 0.5);
+  EXPECT_DOUBLE_EQ(o.shared_lease_ttl, 3);
+}
+
+TEST(Options, SharedRejectsWhatIsNoServerList) {
+  for (const char* bad : {"shared=redis://h:6379", "shared=memcached://", "shared=memcached://h:0",
+                          "shared=memcached://h:70000", "shared=memcached://h:1,h:1", "shared=memcached://::1:5",
+                          "shared=memcached://[::1", "shared=memcached://h:", "shared_timeout=0", "shared_timeout=x",
+                          "shared_lease_ttl=0.5", "shared_forms=augmented", "ram=1G,h2:11211"}) {
+    Options o;
+    try {
+      apply_option_list(o, bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.err(), EINVAL) << bad;
+    }
+  }
 }

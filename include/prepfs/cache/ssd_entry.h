@@ -37,6 +37,8 @@ SsdEntryHeader make_entry_header(const CacheKey& key, const Chunk& payload, Form
 // Checks an entry file's header and payload against the key it was looked up under. nullptr when
 // valid, else the reason.
 const char* check_entry(const CacheKey& key, const SsdEntryHeader& header, const char* payload, size_t size);
+// The header alone (magic, version, header checksum, key), for a payload that is read later.
+const char* check_entry_header(const CacheKey& key, const SsdEntryHeader& header);
 
 struct EntryName {
   CacheKey key;

@@ -1,6 +1,6 @@
-// The cache as the core sees it: look a chunk up in RAM, then on SSD (promoting it to RAM), and
-// on a miss run the caller's fill exactly once however many readers ask at the same time, then
-// admit the result to both tiers.
+// The cache as the core sees it: look a chunk up in RAM, then on SSD (promoting it to RAM), then
+// in the tier shared with other nodes when there is one, and on a miss run the caller's fill
+// exactly once however many readers ask at the same time, then admit the result to both tiers.
 #pragma once
 
 #include <array>
@@ -16,6 +16,7 @@
 #include "prepfs/cache/key.h"
 #include "prepfs/cache/ram_tier.h"
 #include "prepfs/cache/sample_residency.h"
+#include "prepfs/cache/shared_tier.h"
 #include "prepfs/cache/ssd_tier.h"
 #include "prepfs/common/function_ref.h"
 #include "prepfs/common/stats.h"
@@ -50,6 +51,9 @@ struct CacheConfig {
   SsdTierOptions ssd_options = {};
   size_t samples = 0;                          // entries name their sample by index node id below this (residency)
   const SampleKnowledge* knowledge = nullptr;  // orders and importance, for belady/importance
+  // The tier shared with other nodes (shared=), asked after both local tiers miss for the forms
+  // it shares; null: none. Owned by the caller.
+  SharedTier* shared = nullptr;
 };
 
 struct CacheCounters {
@@ -63,7 +67,8 @@ struct CacheCounters {
   struct PerForm {
     std::atomic<uint64_t> ram_hits{0}, ram_hit_bytes{0};
     std::atomic<uint64_t> ssd_hits{0}, ssd_hit_bytes{0};
-    std::atomic<uint64_t> misses{0}, miss_bytes{0};  // filled from the source (or a transform)
+    std::atomic<uint64_t> shared_hits{0}, shared_hit_bytes{0};  // read from the shared tier
+    std::atomic<uint64_t> misses{0}, miss_bytes{0};             // filled from the source (or a transform)
   } by_form[kForms];
 };
 
@@ -84,6 +89,9 @@ class TierManager {
   // budget has room, so a restart starts warm (see SsdTier).
   // `sample` owns the entry (kNoSample: none): residency and ranking policies count by it.
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
+  // Whether the shared tier keeps this form (the plan's choice), so a fill of it is shared.
+  bool shares(Form form) const { return cfg_.shared && cfg_.shared->shares(form); }
+  SharedTier* shared() { return cfg_.shared; }
   // Whether a tier (or the recent fills) holds key, without filling anything.
   bool contains(const CacheKey& key);
   // Whether a tier holds key (the recent fills not counted: they may drop it any time).

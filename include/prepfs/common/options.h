@@ -2,12 +2,23 @@
 // so a key cannot exist in one place and be missing in another.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "prepfs/common/forms.h"
+
 namespace prepfs {
+
+// One memcached server of the shared tier (shared=memcached://HOST:PORT,...).
+struct SharedServer {
+  std::string host;  // a name, an IPv4 address, or an IPv6 address (without brackets)
+  uint16_t port = 11211;
+  bool operator==(const SharedServer&) const = default;
+};
 
 struct Options {
   std::string source;  // a directory or s3://bucket/prefix
@@ -46,6 +57,12 @@ struct Options {
   uint64_t transform_mem = 0;          // transform_mem= memory of the renders in progress; 0: by cores
   bool fast_paths = true;              // fast_paths= DCT scaling for augmented/
   bool crop_decode = true;             // crop_decode= decode only the crop region (augmented/)
+
+  // The shared tier between the node-local tiers and the source (docs/SCALING.md).
+  std::vector<SharedServer> shared;   // shared= memcached://h1:11211,h2:11211; empty: none
+  double shared_timeout = 0.25;       // shared_timeout= seconds any one memcached call may take
+  double shared_lease_ttl = 10;       // shared_lease_ttl= seconds a fill's lease holds others off
+  std::string shared_forms = "auto";  // shared_forms= auto (the plan decides) | raw/decoded lists
 
   // s3:// sources
   std::string s3_endpoint;             // s3_endpoint= http(s)://host[:port]; empty: AWS
@@ -87,6 +104,12 @@ void apply_option_list(Options& opts, std::string_view list);
 void apply_config_file(Options& opts, const std::string& path);
 // The same for config text already in memory; origin names it in errors (the file's path).
 void apply_config_text(Options& opts, std::string_view text, const std::string& origin);
+
+// Parses memcached://HOST[:PORT][,HOST[:PORT]...] (IPv6 as [ADDR]:PORT). Throws Error(EINVAL).
+std::vector<SharedServer> parse_shared_url(std::string_view url);
+
+// shared_forms= as forms: nullopt for auto (the plan decides), else which forms are shared.
+std::optional<std::array<bool, kForms>> fixed_shared_forms(const Options& opts);
 
 // Fills derived defaults (ssd_dir) and checks cross-field constraints.
 void finalize_options(Options& opts);

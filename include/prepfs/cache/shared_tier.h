@@ -1,0 +1,95 @@
+// The tier every node shares, between the node-local tiers and the source (docs/SCALING.md):
+// entries in memcached under their content keys, in the layout of shared_value.h.
+//
+// The miss path (get_or_fill), per key, across nodes:
+//   1. Look the entry up, and its lease, in one round trip. Found and valid: a hit.
+//   2. Absent and no lease: take the lease (memcached `add` of the lease key, expiring after
+//      lease_ttl). Taken: fill (fetch or render), publish the entry, drop the lease. So one node
+//      in the cluster fetches a sample from the source, and the others read what it published.
+//   3. Absent and leased by another node: wait, polling (2 ms doubling to 50 ms), until the entry
+//      appears (a hit), or the lease goes without it (take it: back to 2), or lease_ttl has passed
+//      since the wait began (the holder died or is slow: fill here, and publish).
+// Any call that fails (a dead, slow or unreachable server) leaves the shared tier out of this
+// read: the fill runs here and the reader gets its bytes; a corrupt or foreign value is a miss
+// (and is replaced). The shared tier never turns into an error for a reader or into wrong bytes.
+// Within one node, TierManager's in-flight table already joins concurrent readers of a key, so
+// only one thread per node takes this path per key.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include "prepfs/cache/chunk.h"
+#include "prepfs/cache/key.h"
+#include "prepfs/cache/kv_store.h"
+#include "prepfs/common/forms.h"
+#include "prepfs/common/function_ref.h"
+#include "prepfs/common/stats.h"
+
+namespace prepfs {
+
+struct SharedTierConfig {
+  std::chrono::milliseconds lease_ttl{10000};  // in whole seconds in memcached (at least 1)
+  std::chrono::milliseconds first_poll{2};
+  std::chrono::milliseconds max_poll{50};
+};
+
+struct SharedCounters {
+  struct PerForm {
+    std::atomic<uint64_t> hits{0}, hit_bytes{0};
+    std::atomic<uint64_t> misses{0};                         // lookups that found nothing (or something invalid)
+    std::atomic<uint64_t> published{0}, published_bytes{0};  // entries this node stored for the others
+    std::atomic<uint64_t> leases{0};                         // fills this node did under a lease
+    std::atomic<uint64_t> lease_waits{0};                    // misses that waited for another node's fill
+    std::atomic<uint64_t> lease_wait_hits{0};                // ... and got its entry
+    std::atomic<uint64_t> lease_timeouts{0};                 // ... and gave up after lease_ttl (filled here)
+    std::atomic<uint64_t> corrupt{0};                        // values that failed their checks (refetched)
+    std::atomic<uint64_t> errors{0};                         // calls that failed (server down, slow, unreachable)
+  } by_form[kForms];
+  // Lookups timed for the profiler: round trips of the entry's lookup (found or not) and the
+  // bytes of the entries found.
+  std::atomic<uint64_t> gets{0}, get_ns{0};
+  std::atomic<uint64_t> hit_bytes{0}, hit_ns{0};
+  LatencyHistogram get_latency;
+};
+
+class SharedTier {
+ public:
+  SharedTier(std::unique_ptr<KvStore> store, SharedTierConfig cfg = {});
+
+  // Which forms the plan keeps in the shared tier (augmented is never: a variant belongs to one
+  // node's sequence of opens).
+  void set_forms(const std::array<bool, kForms>& forms);
+  std::array<bool, kForms> forms() const;
+  bool shares(Form f) const { return forms_[index_of(f)].load(std::memory_order_relaxed); }
+
+  struct Result {
+    ChunkRef chunk;
+    bool hit = false;  // from the shared tier (else from fill())
+  };
+  // See the top of this file. fill()'s exceptions propagate (the lease is given back first).
+  Result get_or_fill(const CacheKey& key, Form form, FunctionRef<ChunkRef()> fill);
+  // The entry if the shared tier holds a valid one; nullptr otherwise (miss, invalid, failure).
+  ChunkRef get(const CacheKey& key, Form form);
+  // Stores the entry for the other nodes (best effort: a failure is counted, never thrown).
+  void publish(const CacheKey& key, Form form, const Chunk& chunk);
+
+  const SharedCounters& counters() const { return counters_; }
+  KvStore& store() { return *store_; }
+  const SharedTierConfig& config() const { return cfg_; }
+
+ private:
+  enum class Found { entry, leased, nothing, failed };
+  // One round trip for the head and the lease; then the other pieces when there are any.
+  Found lookup(const CacheKey& key, Form form, ChunkRef* out);
+  ChunkRef assemble(const CacheKey& key, Form form, std::span<const char> head, bool* failed);
+
+  std::unique_ptr<KvStore> store_;
+  SharedTierConfig cfg_;
+  SharedCounters counters_;
+  std::array<std::atomic<bool>, kForms> forms_{};
+};
+
+}  // namespace prepfs

@@ -1,0 +1,201 @@
+#include "prepfs/cache/shared_tier.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include "prepfs/cache/shared_value.h"
+#include "prepfs/common/log_limiter.h"
+
+namespace prepfs {
+namespace {
+
+LogLimiter g_corrupt_log, g_timeout_log;
+
+// Who holds a lease, for whoever looks at memcached by hand.
+std::string holder_name() {
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+}  // namespace
+
+SharedTier::SharedTier(std::unique_ptr<KvStore> store, SharedTierConfig cfg) : store_(std::move(store)), cfg_(cfg) {
+  cfg_.lease_ttl = std::max(cfg_.lease_ttl, std::chrono::milliseconds(1000));
+}
+
+void SharedTier::set_forms(const std::array<bool, kForms>& forms) {
+  for (Form f : kAllForms) forms_[index_of(f)].store(forms[index_of(f)] && f != Form::augmented);
+}
+
+std::array<bool, kForms> SharedTier::forms() const {
+  std::array<bool, kForms> out{};
+  for (Form f : kAllForms) out[index_of(f)] = shares(f);
+  return out;
+}
+
+ChunkRef SharedTier::assemble(const CacheKey& key, Form form, std::span<const char> head, bool* failed) {
+  SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
+  SharedAssembly a(key, form);
+  const char* why = a.start(head);
+  ChunkRef chunk;
+  if (!why) {
+    if (a.pieces() > 1) {
+      std::vector<std::string> keys;
+      for (uint32_t i = 1; i < a.pieces(); i++) keys.push_back(shared_piece_key(key, form, i));
+      if (store_->get(keys, [&](size_t i, std::span<const char> v) { a.add(uint32_t(i + 1), v); }) ==
+          KvResult::failed) {
+        bump(pf.errors);
+        *failed = true;
+        return nullptr;
+      }
+    }
+    chunk = a.finish(&why);
+  }
+  if (why) {
+    // Evicted pieces are an ordinary miss; anything else is a value that is not what its name says.
+    if (std::string_view(why) != "a piece is missing") {
+      bump(pf.corrupt);
+      if (g_corrupt_log.allow())
+        spdlog::warn("shared tier: the {} entry {} is invalid ({}); fetched again", form_name(form), key.hex(), why);
+    }
+    store_->remove(shared_head_key(key, form));  // so that the next reader does not find it too
+    return nullptr;
+  }
+  return chunk;
+}
+
+SharedTier::Found SharedTier::lookup(const CacheKey& key, Form form, ChunkRef* out) {
+  SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
+  const std::string keys[2] = {shared_head_key(key, form), shared_lease_key(key, form)};
+  const uint64_t t0 = steady_ns();
+  std::optional<ChunkRef> entry;
+  bool leased = false, failed = false;
+  const KvResult r = store_->get(keys, [&](size_t i, std::span<const char> v) {
+    if (i == 1) {
+      leased = true;
+      return;
+    }
+    entry = assemble(key, form, v, &failed);
+  });
+  const uint64_t ns = steady_ns() - t0;
+  bump(counters_.gets);
+  bump(counters_.get_ns, ns);
+  counters_.get_latency.record(ns);
+  if (entry && *entry) {
+    bump(counters_.hit_bytes, (*entry)->size());
+    bump(counters_.hit_ns, ns);
+    *out = std::move(*entry);
+    return Found::entry;
+  }
+  if (r == KvResult::failed || failed) {
+    if (r == KvResult::failed) bump(pf.errors);
+    return Found::failed;
+  }
+  return leased ? Found::leased : Found::nothing;
+}
+
+ChunkRef SharedTier::get(const CacheKey& key, Form form) {
+  ChunkRef c;
+  if (lookup(key, form, &c) == Found::entry) {
+    SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
+    bump(pf.hits);
+    bump(pf.hit_bytes, c->size());
+    return c;
+  }
+  bump(counters_.by_form[index_of(form)].misses);
+  return nullptr;
+}
+
+void SharedTier::publish(const CacheKey& key, Form form, const Chunk& chunk) {
+  SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
+  if (chunk.size() > kMaxSharedEntry) return;
+  const SharedItems items = split_entry(key, form, chunk, store_->max_value_bytes());
+  // The pieces before the head: a reader that finds the head finds the rest (unless evicted).
+  for (size_t i = 0; i < items.rest.size(); i++)
+    if (store_->set(shared_piece_key(key, form, uint32_t(i + 1)), items.rest[i]) != KvResult::ok) {
+      bump(pf.errors);
+      return;
+    }
+  if (store_->set(shared_head_key(key, form), items.head) != KvResult::ok) {
+    bump(pf.errors);
+    return;
+  }
+  bump(pf.published);
+  bump(pf.published_bytes, chunk.size());
+}
+
+SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, FunctionRef<ChunkRef()> fill) {
+  SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
+  const std::string lease = shared_lease_key(key, form);
+  const uint32_t ttl_s = static_cast<uint32_t>((cfg_.lease_ttl.count() + 999) / 1000);
+  const auto deadline = std::chrono::steady_clock::now() + cfg_.lease_ttl;
+  auto poll = cfg_.first_poll;
+  bool waited = false;
+  auto hit = [&](ChunkRef c) {
+    bump(pf.hits);
+    bump(pf.hit_bytes, c->size());
+    if (waited) bump(pf.lease_wait_hits);
+    return Result{std::move(c), true};
+  };
+  while (true) {
+    ChunkRef c;
+    const Found found = lookup(key, form, &c);
+    if (found == Found::entry) return hit(std::move(c));
+    if (found == Found::failed) return Result{fill(), false};  // the shared tier sits this one out
+    if (found == Found::nothing) {
+      const std::string me = holder_name();
+      const KvResult took = store_->add(lease, me, ttl_s);
+      if (took == KvResult::ok) {
+        // Our lookup read the entry and the lease from two servers, not at one instant: a holder
+        // may have published and let go in between. Look once more before fetching.
+        ChunkRef late;
+        if (lookup(key, form, &late) == Found::entry) {
+          store_->remove(lease);
+          return hit(std::move(late));
+        }
+        bump(pf.misses);
+        bump(pf.leases);
+        ChunkRef filled;
+        try {
+          filled = fill();
+        } catch (...) {
+          store_->remove(lease);  // the others need not wait for a fill that will not come
+          throw;
+        }
+        publish(key, form, *filled);
+        store_->remove(lease);
+        return Result{std::move(filled), false};
+      }
+      if (took == KvResult::failed) {
+        bump(pf.errors);
+        return Result{fill(), false};
+      }
+      // refused: another node took it between our lookup and our add; wait for it below.
+    }
+    if (!waited) {
+      waited = true;
+      bump(pf.lease_waits);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // The holder died or is slower than the lease allows: fetch it here, and publish it (a
+      // duplicate store of the same content is harmless).
+      bump(pf.misses);
+      bump(pf.lease_timeouts);
+      if (g_timeout_log.allow())
+        spdlog::warn("shared tier: waited {} ms for another node's fill of a {} entry; fetching it here",
+                     cfg_.lease_ttl.count(), form_name(form));
+      ChunkRef filled = fill();
+      publish(key, form, *filled);
+      return Result{std::move(filled), false};
+    }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(poll * 2, cfg_.max_poll);
+  }
+}
+
+}  // namespace prepfs

@@ -1,0 +1,293 @@
+// The shared tier against real memcached servers started by the test (memcached_server.h): the
+// value layout, the lease protocol between two "nodes" (two SharedTiers with their own clients),
+// corruption, a dead lease holder, dead, hung and restarted servers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "memcached_server.h"
+#include "prepfs/cache/memcached_store.h"
+#include "prepfs/cache/shared_tier.h"
+#include "prepfs/cache/shared_value.h"
+
+using namespace prepfs;
+using namespace std::chrono_literals;
+
+namespace {
+
+ChunkRef bytes_chunk(size_t n, uint32_t seed) {
+  auto c = Chunk::allocate(n);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; i++) c->mutable_data()[i] = static_cast<char>(rng());
+  return c;
+}
+
+bool same(const ChunkRef& a, const ChunkRef& b) {
+  return a && b && a->size() == b->size() && std::memcmp(a->data(), b->data(), a->size()) == 0;
+}
+
+CacheKey key_of(uint64_t n) { return make_key(KeyFields{"train/x.jpg", FileVersion{n, 1, 2}, Form::raw}); }
+
+std::unique_ptr<KvStore> client(std::vector<uint16_t> ports, std::chrono::milliseconds timeout = 250ms) {
+  MemcachedConfig mc;
+  for (uint16_t p : ports) mc.servers.push_back({"127.0.0.1", p});
+  mc.timeout = timeout;
+  return std::make_unique<MemcachedStore>(mc);
+}
+
+// One node's view of the shared tier, sharing raw and decoded.
+std::unique_ptr<SharedTier> node(std::vector<uint16_t> ports, SharedTierConfig cfg = {}) {
+  auto t = std::make_unique<SharedTier>(client(ports), cfg);
+  t->set_forms({true, true, true});
+  return t;
+}
+
+const SharedCounters::PerForm& of(const SharedTier& t, Form f) { return t.counters().by_form[index_of(f)]; }
+
+}  // namespace
+
+TEST(SharedValue, SplitAndReassembleEverySize) {
+  const CacheKey k = key_of(1);
+  const uint64_t max_value = 4096;
+  for (size_t n : {size_t(0), size_t(1), size_t(4096 - kSharedHeadBytes), size_t(4096 - kSharedHeadBytes + 1),
+                   size_t(3 * 4096 + 17), size_t(100000)}) {
+    const ChunkRef c = bytes_chunk(n, uint32_t(n));
+    const SharedItems items = split_entry(k, Form::decoded, *c, max_value);
+    EXPECT_LE(items.head.size(), max_value);
+    for (auto piece : items.rest) EXPECT_LE(piece.size(), max_value);
+    SharedAssembly a(k, Form::decoded);
+    ASSERT_EQ(a.start(items.head), nullptr) << n;
+    ASSERT_EQ(a.pieces(), items.rest.size() + 1);
+    for (size_t i = 0; i < items.rest.size(); i++) a.add(uint32_t(i + 1), items.rest[i]);
+    const char* why = nullptr;
+    EXPECT_TRUE(same(a.finish(&why), c)) << n << ": " << (why ? why : "");
+  }
+}
+
+TEST(SharedValue, ForeignCorruptOrIncompleteValuesAreRefused) {
+  const CacheKey k = key_of(1), other = key_of(2);
+  const ChunkRef c = bytes_chunk(10000, 7);
+  const SharedItems items = split_entry(k, Form::raw, *c, 4096);
+  EXPECT_NE(SharedAssembly(other, Form::raw).start(items.head), nullptr);  // another key's value
+  EXPECT_NE(SharedAssembly(k, Form::decoded).start(items.head), nullptr);  // another form's
+  EXPECT_NE(SharedAssembly(k, Form::raw).start(std::string_view(items.head).substr(0, 40)), nullptr);
+  std::string flipped_split = items.head;
+  flipped_split[sizeof(SsdEntryHeader) + 4] ^= 1;  // the piece count
+  EXPECT_NE(SharedAssembly(k, Form::raw).start(flipped_split), nullptr);
+
+  auto finish_with = [&](std::string head, std::vector<std::string> rest) {
+    SharedAssembly a(k, Form::raw);
+    if (a.start(head)) return false;
+    for (size_t i = 0; i < rest.size(); i++) a.add(uint32_t(i + 1), rest[i]);
+    const char* why = nullptr;
+    return a.finish(&why) != nullptr;
+  };
+  std::vector<std::string> rest;
+  for (auto p : items.rest) rest.emplace_back(p.begin(), p.end());
+  EXPECT_TRUE(finish_with(items.head, rest));
+  std::string payload_flip = items.head;
+  payload_flip.back() ^= 0x40;  // a payload byte in the head
+  EXPECT_FALSE(finish_with(payload_flip, rest));
+  auto bad = rest;
+  bad[1][5] ^= 1;  // a payload byte of a piece
+  EXPECT_FALSE(finish_with(items.head, bad));
+  bad = rest;
+  bad.pop_back();  // a piece evicted
+  EXPECT_FALSE(finish_with(items.head, bad));
+  bad = rest;
+  bad[0].pop_back();  // a piece cut short
+  EXPECT_FALSE(finish_with(items.head, bad));
+}
+
+TEST(SharedTier, WhatOneNodePublishesAnotherReads) {
+  test::MemcachedServer a, b;
+  auto n1 = node({a.port(), b.port()}), n2 = node({a.port(), b.port()});
+  int fills = 0;
+  for (uint64_t i = 0; i < 20; i++) {
+    const ChunkRef c = bytes_chunk(1000 + i * 997, uint32_t(i));
+    auto r1 = n1->get_or_fill(key_of(i), Form::raw, [&] {
+      fills++;
+      return c;
+    });
+    EXPECT_FALSE(r1.hit);
+    auto r2 = n2->get_or_fill(key_of(i), Form::raw, [&]() -> ChunkRef {
+      ADD_FAILURE() << "the second node fetched entry " << i;
+      return c;
+    });
+    EXPECT_TRUE(r2.hit);
+    EXPECT_TRUE(same(r2.chunk, c));
+  }
+  EXPECT_EQ(fills, 20);
+  EXPECT_EQ(load(of(*n1, Form::raw).published), 20u);
+  EXPECT_EQ(load(of(*n2, Form::raw).hits), 20u);
+  // Both servers hold some: the keys are spread.
+  auto servers = n1->store().refresh_servers();
+  ASSERT_EQ(servers.size(), 2u);
+  EXPECT_GT(servers[0].items, 0u);
+  EXPECT_GT(servers[1].items, 0u);
+  EXPECT_EQ(servers[0].item_size_max, 1u << 20);
+  EXPECT_EQ(servers[0].memory_bytes, 64u << 20);
+}
+
+TEST(SharedTier, EntriesLargerThanAnItemAreSplitAndReadBack) {
+  test::MemcachedServer a;  // -I 1m, the default
+  auto n1 = node({a.port()}), n2 = node({a.port()});
+  n1->store().refresh_servers();  // learns the item size
+  const ChunkRef big = bytes_chunk(3 * (1u << 20) + 12345, 3);
+  n1->publish(key_of(9), Form::decoded, *big);
+  EXPECT_TRUE(same(n2->get(key_of(9), Form::decoded), big));
+  EXPECT_EQ(n2->get(key_of(9), Form::raw), nullptr);  // another form is another entry
+}
+
+TEST(SharedTier, ConcurrentMissesOnTwoNodesFetchOnce) {
+  test::MemcachedServer a, b;
+  auto n1 = node({a.port(), b.port()}), n2 = node({a.port(), b.port()});
+  std::atomic<int> fills{0};
+  for (uint64_t i = 0; i < 10; i++) {
+    const ChunkRef c = bytes_chunk(50000, uint32_t(i));
+    auto fill = [&]() -> ChunkRef {
+      fills++;
+      std::this_thread::sleep_for(50ms);  // a slow source: the other node arrives while this runs
+      return c;
+    };
+    SharedTier::Result r1, r2;
+    std::thread t1([&] { r1 = n1->get_or_fill(key_of(100 + i), Form::raw, fill); });
+    std::thread t2([&] { r2 = n2->get_or_fill(key_of(100 + i), Form::raw, fill); });
+    t1.join();
+    t2.join();
+    EXPECT_TRUE(same(r1.chunk, c));
+    EXPECT_TRUE(same(r2.chunk, c));
+    EXPECT_NE(r1.hit, r2.hit);  // one fetched, the other read what it published
+  }
+  EXPECT_EQ(fills.load(), 10);
+  EXPECT_EQ(load(of(*n1, Form::raw).lease_waits) + load(of(*n2, Form::raw).lease_waits), 10u);
+}
+
+TEST(SharedTier, ACorruptValueIsAMissAndIsReplaced) {
+  test::MemcachedServer a;
+  auto n1 = node({a.port()}), n2 = node({a.port()});
+  const ChunkRef c = bytes_chunk(70000, 5);
+  n1->publish(key_of(5), Form::raw, *c);
+  // Flip a payload byte inside memcached, through a plain client.
+  auto raw = client({a.port()});
+  std::string head;
+  const std::string name = shared_head_key(key_of(5), Form::raw);
+  raw->get(std::span(&name, 1), [&](size_t, std::span<const char> v) { head.assign(v.begin(), v.end()); });
+  ASSERT_FALSE(head.empty());
+  head[head.size() / 2] ^= 0x10;
+  ASSERT_EQ(raw->set(name, head), KvResult::ok);
+
+  int fills = 0;
+  auto r = n2->get_or_fill(key_of(5), Form::raw, [&] {
+    fills++;
+    return c;
+  });
+  EXPECT_FALSE(r.hit);
+  EXPECT_TRUE(same(r.chunk, c));  // the source's bytes, not the corrupt ones
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(load(of(*n2, Form::raw).corrupt), 1u);
+  // Refetched and published again: the next node reads a good value.
+  auto n3 = node({a.port()});
+  EXPECT_TRUE(same(n3->get(key_of(5), Form::raw), c));
+}
+
+TEST(SharedTier, ADeadLeaseHolderHoldsOthersOffAtMostTheLeaseTtl) {
+  test::MemcachedServer a;
+  SharedTierConfig cfg;
+  cfg.lease_ttl = 2s;
+  auto n2 = node({a.port()}, cfg);
+  // A node took the lease and died before publishing.
+  auto raw = client({a.port()});
+  ASSERT_EQ(raw->add(shared_lease_key(key_of(7), Form::raw), std::string_view("dead:1"), 2), KvResult::ok);
+  const ChunkRef c = bytes_chunk(1000, 7);
+  int fills = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = n2->get_or_fill(key_of(7), Form::raw, [&] {
+    fills++;
+    return c;
+  });
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(load(of(*n2, Form::raw).lease_waits), 1u);
+  EXPECT_GE(waited, 900ms);        // it did wait for the holder (memcached counts whole seconds)
+  EXPECT_LE(waited, 2s + 1500ms);  // ... and not past the lease's TTL
+}
+
+TEST(SharedTier, AFailingFillGivesTheLeaseBack) {
+  test::MemcachedServer a;
+  auto n1 = node({a.port()}), n2 = node({a.port()});
+  EXPECT_THROW(n1->get_or_fill(key_of(8), Form::raw, []() -> ChunkRef { throw std::runtime_error("EIO"); }),
+               std::runtime_error);
+  const ChunkRef c = bytes_chunk(10, 8);
+  auto r = n2->get_or_fill(key_of(8), Form::raw, [&] { return c; });
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_EQ(load(of(*n2, Form::raw).lease_waits), 0u);  // no lease left behind to wait for
+}
+
+TEST(SharedTier, ADeadServerDegradesToTheFillAndRecoversWhenBack) {
+  auto a = std::make_unique<test::MemcachedServer>();
+  const uint16_t port = a->port();
+  auto n1 = node({port});
+  const ChunkRef c = bytes_chunk(5000, 1);
+  a->stop();
+  int fills = 0;
+  auto fill = [&] {
+    fills++;
+    return c;
+  };
+  for (int i = 0; i < 5; i++) {
+    auto r = n1->get_or_fill(key_of(200 + uint64_t(i)), Form::raw, fill);
+    EXPECT_TRUE(same(r.chunk, c));
+  }
+  EXPECT_EQ(fills, 5);
+  EXPECT_GE(load(of(*n1, Form::raw).errors), 1u);
+  EXPECT_FALSE(n1->store().servers()[0].up);
+  // Back on the same port: within the retry period (1 s) the tier is used again.
+  a = std::make_unique<test::MemcachedServer>(std::vector<std::string>{}, port);
+  bool published = false;
+  for (int i = 0; i < 60 && !published; i++) {
+    std::this_thread::sleep_for(100ms);
+    n1->get_or_fill(key_of(300 + uint64_t(i)), Form::raw, fill);
+    published = load(of(*n1, Form::raw).published) > 0;
+  }
+  EXPECT_TRUE(published);
+  EXPECT_TRUE(n1->store().servers()[0].up);
+}
+
+TEST(SharedTier, AHungServerCostsOneTimeoutThenIsSkipped) {
+  test::MemcachedServer a;
+  MemcachedConfig mc;
+  mc.servers = {{"127.0.0.1", a.port()}};
+  mc.timeout = 200ms;
+  SharedTier n1(std::make_unique<MemcachedStore>(mc));
+  n1.set_forms({true, false, false});
+  const ChunkRef c = bytes_chunk(5000, 1);
+  n1.publish(key_of(1), Form::raw, *c);
+  a.pause();
+  int fills = 0;
+  auto fill = [&] {
+    fills++;
+    return c;
+  };
+  auto r = n1.get_or_fill(key_of(1), Form::raw, fill);  // times out, then the fill serves it
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_FALSE(r.hit);
+  EXPECT_FALSE(n1.store().servers()[0].up);
+  const uint64_t errors = load(n1.counters().by_form[0].errors);
+  for (int i = 0; i < 10; i++) n1.get_or_fill(key_of(1), Form::raw, fill);  // skipped: no call made
+  EXPECT_EQ(fills, 11);
+  EXPECT_EQ(load(n1.counters().by_form[0].errors), errors + 10);
+  // One lookup waited for the timeout; the ten after it were skipped without a call.
+  const LatencyHistogram& h = n1.counters().get_latency;
+  uint64_t slow = 0;
+  for (int i = 0; i < LatencyHistogram::kBuckets; i++)
+    if (i == LatencyHistogram::kBuckets - 1 || LatencyHistogram::kBoundsNs[i] > 100'000'000)
+      slow += h.buckets[i].load();
+  EXPECT_EQ(slow, 1u);
+  a.resume();
+}
