@@ -86,17 +86,22 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     const bool from_fill = !chunk;  // an SSD hit is on the SSD already
     if (!chunk) {
       // The shared tier between the SSD and the fill: another node's fill is as good as ours.
+      // A fill is counted when it starts (joiners and tests watch it while it runs); a shared
+      // hit is not one.
+      auto counted_fill = [&] {
+        bump(counters_.fills);
+        return fill();
+      };
       SharedTier::Result got{nullptr, false};
       if (shares(form) && !admit.last_use)
-        got = cfg_.shared->get_or_fill(key, form, fill);
+        got = cfg_.shared->get_or_fill(key, form, counted_fill);
       else
-        got.chunk = fill();
+        got.chunk = counted_fill();
       chunk = std::move(got.chunk);
       if (got.hit) {
         bump(pf.shared_hits);
         bump(pf.shared_hit_bytes, chunk->size());
       } else {
-        bump(counters_.fills);
         bump(pf.misses);
         bump(pf.miss_bytes, chunk->size());
       }
