@@ -202,7 +202,7 @@ def main():
         # --- 2. a published order ----------------------------------------------------------------
         # One reader in a shuffled order, on an empty cache: without the order every miss waits for
         # the source; with it (what PrepfsSampler writes each epoch) prepfs fetches ahead.
-        print(f"\n== 2. a published order: fresh mount, empty cache, one reader in a shuffled order")
+        print("\n== 2. a published order: fresh mount, empty cache, one reader in a shuffled order")
         order = rel[:]
         random.Random(1).shuffle(order)
         for published in (False, True):
