@@ -1,136 +1,290 @@
-"""Demo driver (scripts/demo.sh runs it): mounts a generated dataset and shows the cache at work."""
+"""Demo driver (scripts/demo.sh runs it): prepfs in front of a slow remote-like source.
+
+The source is bench/slowfs.cc (prepfs-slowfs) over a generated dataset: every open, read and
+metadata call pays a latency and all reads share one bandwidth cap, and its counters say what it
+served. prepfs mounts that, so what the demo prints is what a cache in front of a remote store buys:
+cold vs warm epochs, a published order's prefetch, two jobs sharing one cache, then the image views.
+
+Every reader drops the pages it read from the kernel's page cache (posix_fadvise DONTNEED on each
+file), so a later pass reaches prepfs instead of being answered by the kernel. That touches only the
+demo's own files, unlike a global drop_caches.
+"""
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The sampler package from this checkout: the demo must not need `meson install`.
+sys.path.insert(0, os.path.join(REPO, "tools", "python"))
+from prepfs import MountClient, PrepfsSampler  # noqa: E402
 
-def mounted(path):
+# The slow source: a remote object store's per-request latencies and a shared bandwidth cap.
+SLOW = {"open": 2.0, "read": 1.0, "meta": 0.2, "mbps": 40.0}
+
+
+def mounts_under(root):
+    """Mountpoints at or below root, deepest first (the order to unmount them in)."""
+    root = os.path.realpath(root)
     with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
+        pts = [line.split()[4] for line in f]
+    return sorted((p for p in pts if p == root or p.startswith(root + "/")), key=len, reverse=True)
 
 
-def read_tree(root):
-    files = nbytes = 0
+def read_file(path):
+    with open(path, "rb", buffering=0) as f:
+        n = 0
+        while b := f.read(1 << 20):
+            n += len(b)
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return n
+
+
+def files_under(root):
+    out = []
     for dirpath, _, names in os.walk(root):
-        for n in names:
-            with open(os.path.join(dirpath, n), "rb") as f:
-                nbytes += len(f.read())
-            files += 1
-    return files, nbytes
+        out += [os.path.join(dirpath, n) for n in names]
+    return sorted(out)
 
 
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+class Proc:
+    """A FUSE daemon in the foreground that this demo started (and so may stop)."""
 
-
-class Daemon:
-    def __init__(self, prepfs, src, mnt, ssd_dir, opts, log):
-        self.mnt = mnt
-        self.proc = subprocess.Popen([prepfs, src, mnt, "-f", "-o", f"ssd_dir={ssd_dir},{opts}"],
-                                     stdout=log, stderr=subprocess.STDOUT)
+    def __init__(self, argv, mnt, ready, log, what):
+        self.mnt, self.what = mnt, what
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
-        while not os.path.exists(os.path.join(mnt, ".prepfs", "stats")):
+        while not ready():
             if self.proc.poll() is not None or time.time() > deadline:
-                sys.exit(f"prepfs did not mount (exit {self.proc.poll()}); see {log.name}")
+                self.stop()
+                sys.exit(f"{what} did not mount (exit {self.proc.poll()}); see {log.name}")
             time.sleep(0.05)
 
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for p in mounts_under(self.mnt):  # a daemon that died uncleanly leaves its mounts behind
+            subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
+
+
+class SlowFs(Proc):
+    def __init__(self, exe, src, mnt, log):
+        self.mnt = mnt
+        super().__init__([exe, src, mnt, "-f", "--open-latency-ms", str(SLOW["open"]),
+                          "--read-latency-ms", str(SLOW["read"]), "--meta-latency-ms", str(SLOW["meta"]),
+                          "--bandwidth-mbps", str(SLOW["mbps"]), "--threads", "64"],
+                         mnt, self._answers, log, "prepfs-slowfs")
+
+    def _answers(self):
+        try:
+            self.counters()
+            return True
+        except OSError:
+            return False
+
+    def counters(self):
+        return json.loads(os.getxattr(self.mnt, "user.slowfs.stats"))
+
+
+class Prepfs(Proc):
+    def __init__(self, exe, src, mnt, ssd_dir, opts, log):
+        self.mnt = mnt
+        super().__init__([exe, src, mnt, "-f", "-o", f"ssd_dir={ssd_dir},{opts}"], mnt,
+                         lambda: os.path.exists(self.ctl("stats")), log, "prepfs")
+
+    def ctl(self, name):
+        return os.path.join(self.mnt, ".prepfs", name)
+
     def stats(self):
-        with open(os.path.join(self.mnt, ".prepfs", "stats")) as f:
+        with open(self.ctl("stats")) as f:
             return json.load(f)
 
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+
+class Counted:
+    """What one step cost: wall time, and the source's and the daemon's counters across it."""
+
+    def __init__(self, slow, fs):
+        self.slow, self.fs = slow, fs
+
+    def __enter__(self):
+        self.c0, self.s0, self.t0 = self.slow.counters(), self.fs.stats(), time.time()
+        return self
+
+    def __exit__(self, *exc):
+        self.secs = time.time() - self.t0
+        c1, s1 = self.slow.counters(), self.fs.stats()
+        self.opens = c1["opens"] - self.c0["opens"]
+        self.source_mb = (c1["read_bytes"] - self.c0["read_bytes"]) / 1e6
+        self.d = lambda a, b: s1[a][b] - self.s0[a][b]
 
 
-def pass_line(label, files, nbytes, secs, before, after):
-    d = lambda *k: after[k[0]][k[1]] - before[k[0]][k[1]]
-    print(f"  {label:<34} {files:5d} files {nbytes / 1e6:7.1f} MB {secs:6.2f} s "
-          f"{files / secs:8.0f} files/s | source {d('source', 'bytes') / 1e6:6.1f} MB, "
-          f"RAM hits {d('ram', 'hits'):5d}, SSD hits {d('ssd', 'hits'):5d}")
+def row(label, files, nbytes, secs, extra):
+    print(f"  {label:<38} {files:4d} files {nbytes / 1e6:6.1f} MB {secs:6.2f} s {files / secs:6.0f} files/s | {extra}")
+
+
+def fresh(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--classes", type=int, default=8)
-    ap.add_argument("--per-class", type=int, default=25)
+    ap.add_argument("--per-class", type=int, default=40)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     prepfs = os.path.abspath(os.path.join(args.build, "tools", "prepfs"))
+    slowfs_exe = os.path.abspath(os.path.join(args.build, "bench", "prepfs-slowfs"))
+    # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C, so the finally below unmounts everything.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = tempfile.mkdtemp(prefix="prepfs-demo-")
-    src, mnt, ssd = (os.path.join(work, d) for d in ("dataset", "mnt", "cache"))
+    src, slow_mnt, mnt = (os.path.join(work, d) for d in ("dataset", "slow", "mnt"))
+    os.makedirs(slow_mnt)
     os.makedirs(mnt)
-    log = open(os.path.join(work, "prepfs.log"), "ab")
+    log = open(os.path.join(work, "daemons.log"), "ab")
+    daemons = []
     try:
-        print(f"== generating {args.classes}x{args.per_class} ImageNet-like JPEGs in {src}")
-        subprocess.run([sys.executable, "bench/gen_dataset.py", src, "--classes", str(args.classes),
-                        "--per-class", str(args.per_class)], check=True)
+        print(f"== generating {args.classes}x{args.per_class} ImageNet-like JPEGs in {src}", flush=True)
+        subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_dataset.py"), src, "--classes",
+                        str(args.classes), "--per-class", str(args.per_class)], check=True)
+        slow = SlowFs(slowfs_exe, src, slow_mnt, log)
+        daemons.append(slow)
+        print(f"== the source: prepfs-slowfs at {slow_mnt}, a remote-like store: {SLOW['open']:g} ms per open, "
+              f"{SLOW['read']:g} ms per read, {SLOW['mbps']:g} MB/s shared")
+        rel = [os.path.relpath(p, src) for p in files_under(os.path.join(src, "train"))]
+        total = sum(os.path.getsize(os.path.join(src, r)) for r in rel)
 
-        # The raw passes pin the partition to raw in both tiers, with a RAM tier for about half the
-        # files: each sample is kept in one tier, so both tiers show up. The image views below let
-        # partition=auto choose.
-        raw_opts = "ram=12M,ssd=1G,partition=fixed:100/0/0"
-        print(f"== mounting {src} at {mnt} ({raw_opts}, ssd_dir {ssd}: raw only, about half the files per tier)")
-        d = Daemon(prepfs, src, mnt, ssd, raw_opts, log)
+        # --- 1. cold vs warm -------------------------------------------------------------------
+        # raw pinned in both tiers, RAM for about half the files: each sample lives in one tier, so
+        # the warm pass shows both, and a restart keeps the SSD half.
+        opts = f"ram={int(total * 0.5)},ssd=1G,partition=fixed:100/0/0"
+        ssd = fresh(os.path.join(work, "cache"))
+        print(f"\n== 1. cold vs warm: prepfs at {mnt} over the slow source ({opts})")
+        c0 = slow.counters()
+        t0 = time.time()
+        nbytes = sum(read_file(os.path.join(slow_mnt, r)) for r in rel)
+        secs = time.time() - t0
+        c1 = slow.counters()
+        row("the slow source itself, no prepfs", len(rel), nbytes, secs,
+            f"source {c1['opens'] - c0['opens']:4d} opens {(c1['read_bytes'] - c0['read_bytes']) / 1e6:5.1f} MB")
+
+        def raw_pass(fs, label):
+            with Counted(slow, fs) as c:
+                n = sum(read_file(os.path.join(mnt, "raw", r)) for r in rel)
+            row(label, len(rel), n, c.secs, f"source {c.opens:4d} opens {c.source_mb:5.1f} MB, "
+                f"hits RAM {c.d('ram', 'hits'):4d} SSD {c.d('ssd', 'hits'):4d}")
+
+        fs = Prepfs(prepfs, slow_mnt, mnt, ssd, opts, log)
+        daemons.append(fs)
+        raw_pass(fs, "epoch 1 cold (empty cache)")
+        raw_pass(fs, "epoch 2 warm (RAM + SSD tiers)")
+        fs.stop()
+        fs = Prepfs(prepfs, slow_mnt, mnt, ssd, opts, log)
+        daemons.append(fs)
+        raw_pass(fs, "epoch 3 after a restart (SSD kept)")
+        fs.stop()
+
+        # --- 2. a published order ----------------------------------------------------------------
+        # One reader in a shuffled order, on an empty cache: without the order every miss waits for
+        # the source; with it (what PrepfsSampler writes each epoch) prepfs fetches ahead.
+        print("\n== 2. a published order: fresh mount, empty cache, one reader in a shuffled order")
+        order = rel[:]
+        random.Random(1).shuffle(order)
+        for published in (False, True):
+            fs = Prepfs(prepfs, slow_mnt, mnt, fresh(os.path.join(work, "cache")), "ram=256M,ssd=0", log)
+            daemons.append(fs)
+            if published:  # what PrepfsSampler does at the start of each epoch
+                MountClient(mnt).publish("demo", (f"raw/{r}" for r in order), reset=True)
+            with Counted(slow, fs) as c:
+                n = sum(read_file(os.path.join(mnt, "raw", r)) for r in order)
+            label = "order published (.prepfs/order)" if published else "order not published"
+            row(label, len(order), n, c.secs, f"source {c.opens:4d} opens {c.source_mb:5.1f} MB, "
+                f"prefetched {c.d('prefetch', 'prefetched'):3d}, "
+                f"reads from RAM {c.d('ram', 'hits'):3d}, waited on a fetch in flight {c.d('prefetch', 'late'):3d}")
+            fs.stop()
+
+        # --- 3. two jobs sharing -----------------------------------------------------------------
+        # Two jobs read one epoch each at the same time through PrepfsSampler, with a cache of 30% of
+        # the dataset. Plain: each draws its own permutation, so they meet in the cache only by
+        # chance. Opportunistic (Seneca): each takes samples that are cached now first, so what one
+        # job fetched the other consumes before it is evicted.
+        opts = f"ram={int(total * 0.3)},ssd=0,partition=fixed:100/0/0"
+        print(f"\n== 3. two jobs sharing one cache ({opts}: 30% of the dataset), one epoch each, together")
+        for mode in ("plain", "opportunistic"):
+            fs = Prepfs(prepfs, slow_mnt, mnt, fresh(os.path.join(work, "cache")), opts, log)
+            daemons.append(fs)
+            paths = [os.path.join(mnt, "raw", r) for r in rel]
+            done = {}
+
+            def job(i):
+                sampler = PrepfsSampler(paths, mnt, seed=10 + i, paths=paths, mode=mode, job=f"job{i}")
+                t = time.time()
+                done[i] = (sum(read_file(paths[k]) for k in sampler), time.time() - t)
+                sampler.close()
+
+            with Counted(slow, fs) as c:
+                threads = [threading.Thread(target=job, args=(i,)) for i in (0, 1)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            if len(done) != 2:
+                sys.exit("a job failed (see above)")
+            rates = " + ".join(f"{len(paths) / s:.0f}" for _, s in done.values())
+            row(f"{mode}: 2 jobs", 2 * len(paths), sum(n for n, _ in done.values()), c.secs,
+                f"source {c.source_mb:5.1f} MB = {c.source_mb * 1e6 / total:.2f}x the dataset; "
+                f"jobs {rates} files/s")
+            fs.stop()
+
+        # --- 4. the image views ------------------------------------------------------------------
+        print("\n== 4. the image views: remount with ram=64M, partition=auto (the default)")
+        fs = Prepfs(prepfs, slow_mnt, mnt, fresh(os.path.join(work, "cache")), "ram=64M,ssd=1G", log)
+        daemons.append(fs)
         print("   top level:", sorted(os.listdir(mnt)))
-        for label, drop in (("raw/ pass 1 (cold: from the source)", False),
-                            ("raw/ pass 2 (warm: RAM + SSD tiers)", True)):
-            if drop:
-                drop_caches()  # so the reads reach prepfs instead of the kernel's page cache
-            before, t0 = d.stats(), time.time()
-            files, nbytes = read_tree(os.path.join(mnt, "raw"))
-            pass_line(label, files, nbytes, time.time() - t0, before, d.stats())
-        d.stop()
-        print(f"== restarting with the same cache directory (the RAM tier starts empty)")
-        drop_caches()
-        d = Daemon(prepfs, src, mnt, ssd, raw_opts, log)
-        before, t0 = d.stats(), time.time()
-        files, nbytes = read_tree(os.path.join(mnt, "raw"))
-        pass_line("raw/ pass 3 (SSD half kept)", files, nbytes, time.time() - t0, before, d.stats())
-        s = d.stats()
-        print(f"== cache: RAM {s['ram']['entries']} entries {s['ram']['bytes'] / 1e6:.1f} MB, "
-              f"SSD {s['ssd']['entries']} entries {s['ssd']['bytes'] / 1e6:.1f} MB, "
-              f"index {s['index']['entries']} entries in {s['index']['memory_bytes']} bytes")
-        d.stop()
-        print("== remounting with ram=64M, partition=auto (the default) for the image views")
-        d = Daemon(prepfs, src, mnt, ssd, "ram=64M,ssd=1G", log)
         for view, label in (("decoded", "decoded/ (PIL-exact PPM)"), ("augmented", "augmented/ (rrc 224 + flip)")):
-            before, t0 = d.stats(), time.time()
-            files, nbytes = read_tree(os.path.join(mnt, view))
-            secs = time.time() - t0
-            t = d.stats()["transform"]
-            print(f"  {label:<34} {files:5d} files {nbytes / 1e6:7.1f} MB {secs:6.2f} s "
-                  f"{files / secs:8.0f} files/s | rendered {t['decoded'] - before['transform']['decoded']} decoded, "
-                  f"{t['augmented'] - before['transform']['augmented']} augmented "
-                  f"({t['augmented_from_decoded'] - before['transform']['augmented_from_decoded']} from cached pixels)")
-        one = next(os.path.join(dp, n) for dp, _, ns in os.walk(os.path.join(mnt, "augmented")) for n in ns)
+            before, t0 = fs.stats(), time.time()
+            files = files_under(os.path.join(mnt, view))
+            nbytes = sum(read_file(p) for p in files)
+            t = fs.stats()["transform"]
+            row(label, len(files), nbytes, time.time() - t0,
+                f"rendered {t['decoded'] - before['transform']['decoded']} decoded, "
+                f"{t['augmented'] - before['transform']['augmented']} augmented "
+                f"({t['augmented_from_decoded'] - before['transform']['augmented_from_decoded']} from cached pixels)")
+        one = files_under(os.path.join(mnt, "augmented"))[0]
         variants = {open(one, "rb").read() for _ in range(3)}
         print(f"   three opens of {os.path.relpath(one, mnt)} gave {len(variants)} different variants")
         time.sleep(2.5)  # two profiler ticks, so the plan below stands on measurements
-        with open(os.path.join(mnt, ".prepfs", "plan.json")) as f:
+        with open(fs.ctl("plan.json")) as f:
             plan = json.load(f)
         placed = ", ".join(f"{form} {n['ram']:.0f} RAM/{n['ssd']:.0f} SSD" for form, n in plan["placement"].items())
         rate = lambda v: "unlimited" if v is None else f"{v:.0f}"  # JSON null: nothing constrains it
-        print(f"== partition=auto: {plan['plans']} plan(s), view {plan['inputs']['view']}/: {placed}; "
+        print(f"   partition=auto: {plan['plans']} plan(s), view {plan['inputs']['view']}/: {placed}; "
               f"predicted {rate(plan['predicted'])} samples/s, bound by {plan['binding']} "
               f"(no cache {rate(plan['alternatives']['no cache'])}/s); 'prepctl {mnt} plan' explains it")
-        d.stop()
-        print(f"== unmounted cleanly: {not mounted(mnt)}")
-        print(f"   full stats JSON is at {mnt}/.prepfs/stats while mounted; the log is {log.name}")
+        fs.stop()
+        slow.stop()
+        kept = f"; the daemons' log is {log.name}" if args.keep else " (--keep keeps the work directory)"
+        print(f"\n== unmounted cleanly: {not mounts_under(work)}{kept}")
     finally:
-        for p in (os.path.join(mnt, ".prepfs"), mnt):
-            if mounted(p):
-                subprocess.run(["umount", "-l", p])
+        for d in reversed(daemons):  # prepfs before the source it reads
+            d.stop()
+        for p in mounts_under(work):
+            subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

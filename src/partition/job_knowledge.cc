@@ -21,6 +21,9 @@ struct JobKnowledge::Job {
   std::vector<bool> consumed;
   uint64_t cursor = 0;  // first unconsumed position
   bool opportunistic = false;
+  // An opportunistic job needs every pending sample now; "now" is when it published (reset) what
+  // it needs, so that all of one epoch's needs rank alike and recency orders them.
+  uint64_t needed_since = 0;
   uint64_t consumed_count = 0;
   std::vector<uint64_t> head;  // per node: its first pending position, or kNone
   std::vector<uint64_t> last;  // per node: its last published position, or kNone
@@ -74,7 +77,10 @@ JobKnowledge::~JobKnowledge() = default;
 
 JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
   auto& j = jobs_[name];
-  if (!j) j = std::make_unique<Job>(name, nodes_);
+  if (!j) {
+    j = std::make_unique<Job>(name, nodes_);
+    j->needed_since = clock_;
+  }
   return *j;
 }
 
@@ -104,6 +110,7 @@ void JobKnowledge::reset(const std::string& name) {
     auto it = jobs_.find(name);
     if (it == jobs_.end()) return;
     it->second->clear_pending();
+    it->second->needed_since = clock_;
     update_future_locked();
   }
   generation_.fetch_add(1);
@@ -172,7 +179,10 @@ uint64_t JobKnowledge::next_use_locked(uint32_t node) const {
   uint64_t best = kNever;
   for (const auto& [name, j] : jobs_) {
     const uint64_t h = j->head[node];
-    if (h != kNone) best = std::min(best, j->opportunistic ? clock_ : clock_ + (h - j->cursor) * n);
+    // Not clock_ for an opportunistic job's need: a policy keeps each entry's score until its sample
+    // changes, so a sample fetched later would rank as needed later than one fetched before, and
+    // be refused while the cache is full of older needs (the other jobs could then not share it).
+    if (h != kNone) best = std::min(best, j->opportunistic ? j->needed_since : clock_ + (h - j->cursor) * n);
   }
   return best;
 }

@@ -198,6 +198,35 @@ TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   EXPECT_FALSE(k.has_future());
 }
 
+// Two opportunistic jobs need the same samples this epoch. What one of them reads stays for the
+// other while the cache has room for it: a newer need is not refused for an older one (a policy
+// keeps scores until a sample changes, so needs scored by the time they were ranked refused every
+// fetch once the cache was full); among needs the least recently used goes first, and a sample
+// both have read goes before any need.
+TEST(Belady, OpportunisticJobsNeedsRankAlikeAndRecencyOrdersThem) {
+  JobKnowledge k(16);
+  std::vector<Access> all;
+  for (uint32_t i = 0; i < 8; i++) all.push_back({i, Form::raw});
+  for (const char* job : {"a", "b"}) {
+    k.set_opportunistic(job, true);
+    k.publish(job, all);
+  }
+  TierIndex idx(3, make_policy("belady", 1, &k));
+  std::vector<CacheKey> evicted;
+  auto read = [&](uint32_t x) {  // as the store does: note the read, then look up or admit
+    EXPECT_TRUE(k.note_access(x));
+    idx.sample_changed(x);
+    if (!idx.touch(key_of(x))) idx.admit(key_of(x), 1, Form::raw, &evicted, x);
+  };
+  for (uint32_t x : {0, 1, 2, 3}) read(x);  // job a fetches 0..3: each still needed by b
+  EXPECT_FALSE(idx.contains(key_of(0))) << "the least recent need goes first";
+  for (uint32_t x : {1, 2, 3}) EXPECT_TRUE(idx.contains(key_of(x))) << x << " was refused or evicted";
+  read(2);  // job b takes 2 from the cache: nobody needs it now
+  read(4);
+  EXPECT_FALSE(idx.contains(key_of(2))) << "a sample both jobs read goes before any need";
+  for (uint32_t x : {1, 3, 4}) EXPECT_TRUE(idx.contains(key_of(x))) << x;
+}
+
 // --- the prefetcher, through a Daemon (its control files and its namespaces, no FUSE) ---
 
 uint64_t walk(Filesystem& fs, const std::string& path) {

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""One training job's input pipeline, for jobs.py: a real DataLoader over MNT/raw/train with
+PrepfsSampler, reading every sample's bytes (no decode: the bench measures the cache, not JPEG
+decoding on two shared cores).
+
+    job.py MNT NAME MODE SEED EPOCHS CGROUP_PROCS [--window W] [--workers N]
+
+It prints "ready" once the dataset, sampler and workers are set up, waits for a line on stdin
+(so that concurrent jobs start together), then one JSON line per epoch and a last one with its
+CPU time. DataLoader workers move themselves into the readers' memory cgroup (CGROUP_PROCS is
+its cgroup.procs; "-" for none), so the page cache they fill is bounded.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+from torchvision import datasets
+
+from prepfs import PrepfsSampler
+
+
+def read_bytes(path):
+    with open(path, "rb", buffering=0) as f:
+        n = 0
+        while b := f.read(1 << 20):
+            n += len(b)
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mnt")
+    ap.add_argument("name")
+    ap.add_argument("mode")
+    ap.add_argument("seed", type=int)
+    ap.add_argument("epochs", type=int)
+    ap.add_argument("cgroup_procs")
+    ap.add_argument("--window", type=int, default=1024)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+
+    def enter_cgroup(_worker_id):
+        if a.cgroup_procs != "-":
+            with open(a.cgroup_procs, "w") as f:
+                f.write(str(os.getpid()))
+
+    ds = datasets.ImageFolder(os.path.join(a.mnt, "raw", "train"), loader=read_bytes)
+    sampler = PrepfsSampler(ds, a.mnt, seed=a.seed, mode=a.mode, job=a.name, window=a.window)
+    loader = torch.utils.data.DataLoader(ds, batch_size=32, sampler=sampler, num_workers=a.workers,
+                                         persistent_workers=True, worker_init_fn=enter_cgroup)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    t_start = time.time()
+    for epoch in range(a.epochs):
+        sampler.set_epoch(epoch)
+        t0 = time.time()
+        samples = nbytes = 0
+        it = iter(loader)  # publishes this epoch's order (the sampler's iter)
+        for sizes, _ in it:
+            samples += len(sizes)
+            nbytes += int(sizes.sum())
+        print(json.dumps({"epoch": epoch, "samples": samples, "bytes": nbytes, "start": t0 - t_start,
+                          "seconds": time.time() - t0}), flush=True)
+    sampler.close()
+    del it, loader  # the workers exit and are reaped: their CPU is in RUSAGE_CHILDREN
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+                      "wall_s": time.time() - t_start}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
