@@ -1,21 +1,23 @@
 #!/bin/bash
-# End-to-end DataLoader benchmark (issue 3, "Bench"): prepfs' raw/, decoded/ and augmented/ views
-# against the source and against each form's physical limit, side by side in one run.
+# End-to-end DataLoader benchmark (issues 3 and 13): prepfs' raw/, decoded/ and augmented/ views
+# against the plain JPEG loader and each form's pre-made limit, side by side in one run.
 #
 #   bench/loader/run_loader_bench.sh [BUILD_DIR]     (default /work/main/build; run as root)
 #
 # Builds nothing: BUILD_DIR/tools/prepfs must exist. Generates the dataset (bench/gen_dataset.py)
-# once under $WORK, mounts five prepfs daemons over it, runs loader_bench.py, and unmounts
-# everything on exit (trap), whatever happens:
-#   main   ram=4G,ssd=0                                    raw/ and decoded/ (and augmented-dec:
-#                                                          augmented/ once decoded/ is cached)
-#   aug    ram=4G,ssd=0                                    augmented/ PPM, aug_reuse=1
-#   echo   ram=4G,ssd=0,aug_reuse=1000                     augmented/ PPM, cached variants
-#   npy    ram=4G,ssd=0,decoded_format=npy                 augmented/ NPY, aug_reuse=1
-#   npyecho ram=4G,ssd=0,decoded_format=npy,aug_reuse=1000 augmented/ NPY, cached variants
-# The daemons do no background work, so idle ones do not disturb the case being measured.
-# Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case subset),
-# OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN.
+# once under $WORK, mounts the prepfs daemons below over it, runs loader_bench.py, and unmounts
+# everything on exit (trap), whatever happens. Every mount: ram=2G,ssd=0 and the daemon's defaults
+# (partition=auto keeps the decoded pixels in RAM for augmented/ readers) plus:
+#   main   aug_reuse=1                           raw/ and decoded/
+#   aug    aug_reuse=1                           augmented/ PPM, a new variant per open
+#   aug4   aug_reuse=4                           augmented/ PPM, each variant served 4 times
+#   npy    decoded_format=npy,aug_reuse=1        augmented/ NPY
+#   npy4   decoded_format=npy,aug_reuse=4        augmented/ NPY, each variant served 4 times
+# COMPARE="OPTION ..." adds, for each option, mounts aug and npy with that option too (cases
+# augmented@OPTION, npy@OPTION), measured in the same rounds: COMPARE="cpu=auto cpu=2".
+# Idle daemons do no background work (the profiler's ticks aside), so they do not disturb the case
+# being measured. Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case
+# subset), OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN, COMPARE.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,22 +31,33 @@ CLASSES=${CLASSES:-20}
 PER_CLASS=${PER_CLASS:-100}   # 20 x 100 = 2,000 JPEGs, ~230 MB
 SEED=${SEED:-1}
 ROUNDS=${ROUNDS:-3}
-EPOCHS=${EPOCHS:-1}
+EPOCHS=${EPOCHS:-2}
 ONLY=${ONLY:-}
-OUT=${OUT:-$BENCH/results/loader_bench.md}
+COMPARE=${COMPARE:-}
+OUT=${OUT:-$HERE/results.md}
 ANALYSIS=${ANALYSIS:-}
 READY_TIMEOUT_S=30
 STOP_TIMEOUT_S=15
 
 DATASET=$WORK/dataset
-MOUNTS="main aug echo npy npyecho"
+MOUNTS="main aug aug4 npy npy4"
 declare -A OPTS=(
   [main]="aug_reuse=1"
   [aug]="aug_reuse=1"
-  [echo]="aug_reuse=1000"
+  [aug4]="aug_reuse=4"
   [npy]="decoded_format=npy,aug_reuse=1"
-  [npyecho]="decoded_format=npy,aug_reuse=1000"
+  [npy4]="decoded_format=npy,aug_reuse=4"
 )
+declare -A COMPARED=()  # mount -> the option it adds
+i=0
+for opt in $COMPARE; do
+  i=$((i + 1))
+  MOUNTS+=" aug-c$i npy-c$i"
+  OPTS[aug-c$i]="aug_reuse=1,$opt"
+  OPTS[npy-c$i]="decoded_format=npy,aug_reuse=1,$opt"
+  COMPARED[aug-c$i]=$opt
+  COMPARED[npy-c$i]=$opt
+done
 declare -A PIDS=()
 
 log() { echo "[loader-bench] $*" >&2; }
@@ -90,7 +103,7 @@ start_one() {  # start_one NAME: mounts prepfs at $WORK/mnt-NAME, waits for .pre
   unmount "$mnt"
   rm -rf "$ssd"
   mkdir -p "$mnt" "$ssd"
-  "$PREPFS" "$DATASET" "$mnt" -f -o "ram=4G,ssd=0,ssd_dir=$ssd,log_level=warn,${OPTS[$name]}" \
+  "$PREPFS" "$DATASET" "$mnt" -f -o "ram=2G,ssd=0,ssd_dir=$ssd,log_level=warn,${OPTS[$name]}" \
     >>"$WORK/prepfs-$name.log" 2>&1 &
   PIDS[$name]=$!
   local deadline=$((SECONDS + READY_TIMEOUT_S))
@@ -130,17 +143,23 @@ log "mounted: $(for m in $MOUNTS; do printf '%s(pid %s) ' "$m" "${PIDS[$m]}"; do
 
 args=(--source "$DATASET" --limits "$WORK/limits" --rounds "$ROUNDS" --epochs "$EPOCHS" --out "$OUT"
   --json "$WORK/results.json" --command "$0 $*" --dataset-note "$DATASET_NOTE"
-  --mount-note "$PREPFS_ORIG (run from a copy) SOURCE MNT -f -o ram=4G,ssd=0,ssd_dir=DIR,log_level=warn plus, per mount: $(for m in $MOUNTS; do printf '%s: %s; ' "$m" "${OPTS[$m]}"; done)")
+  --mount-note "$PREPFS_ORIG (run from a copy) SOURCE MNT -f -o ram=2G,ssd=0,ssd_dir=DIR,log_level=warn plus, per mount: $(for m in $MOUNTS; do printf '%s: %s; ' "$m" "${OPTS[$m]}"; done)")
 [[ -n $ONLY ]] && args+=(--only "$ONLY")
 [[ -n $ANALYSIS && -f $ANALYSIS ]] && args+=(--analysis "$ANALYSIS")
 case_mount() { args+=(--case "$1=$WORK/mnt-$2" --pid "$1=${PIDS[$2]}"); }
 case_mount raw main
 case_mount decoded main
-case_mount augmented-dec main
 case_mount augmented aug
-case_mount augmented-echo echo
+case_mount augmented-r4 aug4
 case_mount npy npy
-case_mount npy-echo npyecho
+case_mount npy-r4 npy4
+for m in $MOUNTS; do
+  [[ -n ${COMPARED[$m]:-} ]] || continue
+  case $m in
+    aug-*) case_mount "augmented@${COMPARED[$m]}" "$m" ;;
+    npy-*) case_mount "npy@${COMPARED[$m]}" "$m" ;;
+  esac
+done
 
 $PY "$HERE/loader_bench.py" "${args[@]}"
 log "prepfs logs: $WORK/prepfs-*.log; raw results: $WORK/results.json"

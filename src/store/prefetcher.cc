@@ -137,6 +137,30 @@ void Prefetcher::coordinate() {
   }
 }
 
+// The variant the access's open will get: its inputs first, with no cpu slot held while the
+// source answers; then the render, in a slot nobody waits for (the readers' renders come first).
+// Until one is idle the task waits, as long as its open is still ahead: an open that comes first
+// renders the variant itself, from the inputs fetched here.
+uint64_t Prefetcher::prefetch_variant(Sample s, uint32_t variant) {
+  if (!s.dims.known()) {  // a lazy first mount has not read this header yet
+    store_.probe_head(s);
+    s = store_.resolve(s.node);
+  }
+  uint64_t got = store_.inputs_at_hand(s) ? 0 : store_.prefetch(s, Form::raw, false);
+  const uint32_t node = s.node;
+  auto upcoming = [&] { return variant_of_(node) == variant; };
+  ResourceBudget::Hold slot;
+  while ((slot = renderer_.idle_slot()).amount() == 0) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return got;
+    }
+    if (!upcoming()) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return got + store_.prefetch_variant(s, variant, upcoming);
+}
+
 void Prefetcher::work() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -147,7 +171,9 @@ void Prefetcher::work() {
     lock.unlock();
     try {
       const Sample s = store_.resolve(t.access.node);
-      const uint64_t got = store_.prefetch(s, t.access.form, t.variant, renderer_.has_idle_slot());
+      const uint64_t got = t.access.form == Form::augmented
+                               ? prefetch_variant(s, t.variant)
+                               : store_.prefetch(s, t.access.form, renderer_.has_idle_slot());
       if (got > 0) {
         bump(counters_.prefetched);
         bump(counters_.bytes, got);

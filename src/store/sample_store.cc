@@ -240,24 +240,31 @@ AheadOutcome SampleStore::render_ahead(const Sample& s, uint32_t variant, const 
   return AheadOutcome::rendered;
 }
 
+class SampleStore::Prefetching {
+ public:
+  Prefetching(SampleStore& store, const CacheKey& key) : store_(store), key_(key) {
+    std::lock_guard lock(store_.prefetching_mu_);
+    store_.prefetching_[key_]++;
+    store_.prefetching_count_++;
+  }
+  ~Prefetching() {
+    std::lock_guard lock(store_.prefetching_mu_);
+    if (--store_.prefetching_[key_] == 0) store_.prefetching_.erase(key_);
+    store_.prefetching_count_--;
+  }
+  Prefetching(const Prefetching&) = delete;
+  Prefetching& operator=(const Prefetching&) = delete;
+
+ private:
+  SampleStore& store_;
+  const CacheKey& key_;
+};
+
 template <class Make>
 uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make) {
   if (cache_.contains(key) || (jobs_.staging && jobs_.staging->contains(key))) return 0;
   const Admission where = admit(s, form);
-  {
-    std::lock_guard lock(prefetching_mu_);
-    prefetching_[key]++;
-    prefetching_count_++;
-  }
-  struct Done {
-    SampleStore* self;
-    const CacheKey& key;
-    ~Done() {
-      std::lock_guard lock(self->prefetching_mu_);
-      if (--self->prefetching_[key] == 0) self->prefetching_.erase(key);
-      self->prefetching_count_--;
-    }
-  } done{this, key};
+  Prefetching marked(*this, key);
   // Kept where the placement keeps it; otherwise staged (not in the recent fills: the staging is
   // the prefetcher's own, bounded, and the read takes it from there).
   ChunkRef c = cache_.get_or_fill(key, form, make, where.any() ? where : Admission::staged(), s.node);
@@ -265,28 +272,20 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   return c->size();
 }
 
-uint64_t SampleStore::prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform) {
+uint64_t SampleStore::prefetch(const Sample& s, Form form, bool may_transform) {
   if (!s.dims.known() && form != Form::raw) {
     probe_head(s);
     const Sample known = resolve(s.node);
     if (!known.dims.known()) return 0;
-    return prefetch(known, form, variant, may_transform);
+    return prefetch(known, form, may_transform);
   }
   if (!s.is_sample && form != Form::raw) return 0;
-  if (form == Form::augmented && may_transform) {
-    // The variant the next open will serve (render ahead): staged, since an open usually is the
-    // variant's last serve and must not be admitted.
-    const CacheKey k = key(s, Form::augmented, variant, 0);
-    if (cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k))) return 0;
-    ChunkRef c = render_augmented(s, variant);
-    if (jobs_.staging) jobs_.staging->put(k, c, s.node);
-    return c->size();
-  }
-  if (form != Form::raw && may_transform) {
+  if (form == Form::decoded && may_transform) {
     const CacheKey k = key(s, Form::decoded, 0, 0);
     return prefetch_entry(s, k, Form::decoded, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); });
   }
-  // Raw (or a transform without a free CPU slot): the bytes the read will start from.
+  // Raw (or a decode without a free CPU slot, or the inputs of a variant): the bytes the read will
+  // start from.
   uint64_t bytes = 0;
   for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++) {
     const CacheKey k = key(s, Form::raw, 0, i);
@@ -295,10 +294,38 @@ uint64_t SampleStore::prefetch(const Sample& s, Form form, uint32_t variant, boo
   return bytes;
 }
 
+uint64_t SampleStore::prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
+  if (!jobs_.staging || !s.is_sample || !s.dims.known()) return 0;
+  renderer_.check_renderable(s);
+  const CacheKey k = key(s, Form::augmented, variant, 0);
+  if (cache_.contains(k) || jobs_.staging->contains(k) || !inputs_at_hand(s)) return 0;
+  Prefetching marked(*this, k);
+  // Through the tiers' fill, admitted nowhere (usually the variant's last serve is its open, which
+  // must not be admitted): an open of this variant meanwhile joins this render instead of making
+  // its own, and a render the open started first is joined here.
+  bool made = false;
+  ChunkRef c = cache_.get_or_fill(
+      k, Form::augmented,
+      [&] {
+        made = true;
+        return render_augmented(s, variant, SlotUse::held);
+      },
+      Admission::staged(), s.node);
+  if (!made || !upcoming()) return 0;  // its open came first: it rendered this variant or joined us
+  jobs_.staging->put(k, c, s.node);
+  // An open between the check above and the put rendered its own: nobody will take this one.
+  if (!upcoming()) {
+    jobs_.staging->drop(k);
+    return 0;
+  }
+  return c->size();
+}
+
 bool SampleStore::ready(const Sample& s, Form form, uint32_t variant) {
   auto held = [&](const CacheKey& k) { return cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k)); };
-  if (form == Form::augmented && held(key(s, Form::augmented, variant, 0))) return true;
-  if (form != Form::raw && held(key(s, Form::decoded, 0, 0))) return true;
+  // A variant is ready only once rendered: pixels or bytes at hand still leave its render to do.
+  if (form == Form::augmented) return held(key(s, Form::augmented, variant, 0));
+  if (form == Form::decoded && held(key(s, Form::decoded, 0, 0))) return true;
   for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++)
     if (!held(key(s, Form::raw, 0, i))) return false;
   return true;

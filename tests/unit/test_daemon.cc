@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "prepfs/cache/tier_manager.h"
@@ -16,6 +18,7 @@
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
 #include "prepfs/store/render_ahead.h"
+#include "prepfs/store/sample_store.h"
 #include "prepfs/transform/augment.h"
 #include "prepfs/transform/jpeg_header.h"
 #include "prepfs/transform/pipeline_spec.h"
@@ -258,6 +261,65 @@ TEST(Daemon, RenderAheadRendersEachFilesNextVariantOnceAfterEachServe) {
   // .prepfs/evict drops what is staged: the last variants rendered ahead are wasted.
   d.evict_all();
   EXPECT_EQ(load(a.wasted), files);
+}
+
+// Issue 13: with a published order, the prefetcher renders each upcoming open's variant ahead (in
+// a cpu slot nobody waits for) and stages it; the open then takes it instead of rendering. Open k
+// of a file still gets variant k as (seed, path, k) defines it, rendered ahead or not, from JPEG
+// bytes or cached pixels. Each epoch's order is published before it is read; with `wait`, the
+// reads start once every variant of the epoch is ready (so none is rendered on open), else they
+// race the prefetcher.
+void expect_ordered_variants_rendered_ahead(const std::string& options, bool wait) {
+  SCOPED_TRACE(options + (wait ? ", variants ready before the opens" : ", racing the opens"));
+  // No render ahead after serves: once an epoch's order is read it would render the next variants
+  // (no order left), and only the prefetcher's renders are counted here.
+  Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0," + options);
+  Daemon d(rig.opts);
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  std::vector<std::string> ppms;
+  for (const auto& [path, jpeg] : rig.images) ppms.push_back(path.substr(0, path.size() - 4) + ".ppm");
+  Filesystem& control = d.control_fs();
+  for (uint32_t epoch = 0; epoch < 3; epoch++) {
+    std::string order = "job t\n";
+    for (const std::string& ppm : ppms) order += "augmented/" + ppm + "\n";
+    const uint64_t ino = walk(control, 1, "order");
+    OpenReply w = control.open(ino, O_WRONLY);
+    control.write(ino, w.fh, 0, order);
+    control.release(ino, w.fh);
+    if (wait) {
+      auto all_ready = [&] {
+        for (const std::string& ppm : ppms) {
+          // augmented/'s inode of a file is its node + 1
+          const Sample s = d.store().resolve(uint32_t(walk(d.augmented_fs(), 1, ppm) - 1));
+          if (!d.store().ready(s, Form::augmented, epoch)) return false;
+        }
+        return true;
+      };
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!all_ready() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_TRUE(all_ready()) << "epoch " << epoch << ": the prefetcher did not render the variants ahead";
+    }
+    const uint64_t renders = load(d.renders().augmented);
+    for (size_t i = 0; i < ppms.size(); i++) {
+      const auto& [path, jpeg] = rig.images[i];
+      transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, epoch);
+      EXPECT_EQ(
+          read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppms[i])),
+          str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))))
+          << path << " open " << epoch;
+    }
+    if (wait) {
+      EXPECT_EQ(load(d.renders().augmented), renders) << "an open rendered its variant again";
+    }
+  }
+}
+
+TEST(Daemon, APublishedOrdersVariantsAreRenderedAheadAndEachOpenGetsItsOwn) {
+  for (bool wait : {true, false}) {
+    expect_ordered_variants_rendered_ahead("", wait);                         // from the JPEG
+    expect_ordered_variants_rendered_ahead("partition=fixed:0/100/0", wait);  // from cached pixels
+  }
 }
 
 // Issue 13: for an augmented consumer the plan keeps decoded pixels when they fit, and the next

@@ -1,8 +1,9 @@
 // Exact prefetch from the published orders (NoPFS-style): a coordinator walks each job's
 // upcoming accesses from its cursor and hands them to workers, which fetch (raw), decode
-// (decoded) or render the variant the next open will get (augmented, only while a CPU slot is
-// free) through the store. Work stays within two bounds: at most `max_in_flight` prefetches at
-// once, and at most `window_bytes` prefetched ahead of the jobs' cursors and not read yet.
+// (decoded, while a CPU slot is free) or render the variant the next open will get (augmented:
+// its inputs fetched first, then rendered in a CPU slot nobody waits for) through the store.
+// Work stays within two bounds: at most `max_in_flight` prefetches at once, and at most
+// `window_bytes` prefetched ahead of the jobs' cursors and not read yet.
 #pragma once
 
 #include <condition_variable>
@@ -51,6 +52,7 @@ class Prefetcher {
   void round();
   void work();
   uint64_t estimate(const Sample& s, Form form) const;
+  uint64_t prefetch_variant(Sample s, uint32_t variant);
   uint64_t outstanding_bytes() const;
 
   SampleStore& store_;

@@ -71,16 +71,25 @@ class SampleStore {
   // re-ranks its entries by their new next use.
   void note_read(const Sample& s);
 
-  // Fetches or renders ahead what a read of `form` of s will need, keeping it where the
-  // placement says, else staged until the read takes it. A transform is done only when
-  // `may_transform` (a CPU slot is free); otherwise the raw bytes are fetched instead.
-  // Returns the bytes fetched or rendered (0 when everything was at hand already).
-  uint64_t prefetch(const Sample& s, Form form, uint32_t variant, bool may_transform);
+  // Fetches or decodes ahead what a read of `form` of s will need, keeping it where the
+  // placement says, else staged until the read takes it. A decode is done only when
+  // `may_transform` (a CPU slot is free); otherwise, and for augmented/ (whose variant
+  // prefetch_variant renders), the raw bytes are fetched. Returns the bytes fetched or decoded (0
+  // when everything was at hand already).
+  uint64_t prefetch(const Sample& s, Form form, bool may_transform);
+  // Renders variant `variant` of s ahead of the open a published order announces, and stages it
+  // for that open: in the cpu slot the caller holds (Renderer::idle_slot()), only from inputs
+  // already in memory (the caller fetches them first). `upcoming()` tells whether the file's next
+  // open still gets that variant (checked after the render). Returns the bytes staged.
+  uint64_t prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
+  // Whether the decoded pixels or every raw chunk of s are in memory (a tier or the staging).
+  bool inputs_at_hand(const Sample& s);
   // Reads the header of a file whose dimensions are not known yet (the HeaderProber's work): its
   // first chunk, which is then kept where the placement says, or staged for the read that
   // usually follows. Records the dimensions in the index.
   void probe_head(const Sample& s);
-  // Whether a read of `form` of s finds everything it needs without the source.
+  // Whether a read of `form` of s finds everything it needs without the source or a transform
+  // (for augmented/: variant `variant` itself, cached or staged).
   bool ready(const Sample& s, Form form, uint32_t variant);
   // Renders variant `variant` of s ahead of its open and stages it (render ahead, no order
   // published), in the cpu slot the caller holds (Renderer::idle_slot()). Only from inputs already
@@ -102,7 +111,6 @@ class SampleStore {
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
   JpegBytes jpeg(const Sample& s);
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
-  bool inputs_at_hand(const Sample& s);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
   // A fill: a staged entry when the prefetcher made one, else make().
@@ -112,6 +120,8 @@ class SampleStore {
   // The prefetcher's get_or_fill: where the placement keeps it, else staged.
   template <class Make>
   uint64_t prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make);
+  // Marks key as being prefetched while it lives (a read of it meanwhile counts as late).
+  class Prefetching;
 
   Source& source_;
   Tree& tree_;
