@@ -232,7 +232,9 @@ void expect_exact_variants_with_render_ahead(const std::string& options, unsigne
   }
   const RenderAheadCounters& a = d.render_ahead_counters();
   // Racing the opens, a loaded machine may finish no render ahead before its open (all late).
-  if (drain) EXPECT_GT(load(a.used), 0u);
+  if (drain) {
+    EXPECT_GT(load(a.used), 0u);
+  }
   EXPECT_LE(load(a.used) + load(a.late) + load(a.wasted), load(a.rendered));
 }
 
