@@ -54,15 +54,15 @@ std::string server_name(const SharedServer& s) {
 
 class MemcachedStore::Handle {
  public:
-  explicit Handle(MemcachedStore& store) : store_(store), m_(store.borrow()) {}
-  ~Handle() { store_.give_back(m_); }
+  explicit Handle(MemcachedStore& store) : store_(store), p_(store.borrow()) {}
+  ~Handle() { store_.give_back(p_); }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
-  memcached_st* get() const { return m_; }
+  memcached_st* get() const { return p_.m; }
 
  private:
   MemcachedStore& store_;
-  memcached_st* m_;
+  Pooled p_;
 };
 
 MemcachedStore::MemcachedStore(MemcachedConfig cfg)
@@ -98,27 +98,33 @@ MemcachedStore::MemcachedStore(MemcachedConfig cfg)
 }
 
 MemcachedStore::~MemcachedStore() {
-  for (memcached_st* m : idle_) memcached_free(m);
+  for (Pooled& p : idle_) memcached_free(p.m);
   memcached_free(master_);
 }
 
-memcached_st* MemcachedStore::borrow() {
+MemcachedStore::Pooled MemcachedStore::borrow() {
+  const uint64_t failures = failures_.load(std::memory_order_acquire);
+  Pooled p{nullptr, failures};
   {
     std::lock_guard lock(pool_mu_);
     if (!idle_.empty()) {
-      memcached_st* m = idle_.back();
+      p = idle_.back();
       idle_.pop_back();
-      return m;
     }
   }
-  memcached_st* m = memcached_clone(nullptr, master_);  // outside the lock: it allocates
-  if (!m) throw Error(ENOMEM, "shared tier: cannot clone the memcached client");
-  return m;
+  if (!p.m) {
+    p.m = memcached_clone(nullptr, master_);  // outside the lock: it allocates
+    if (!p.m) throw Error(ENOMEM, "shared tier: cannot clone the memcached client");
+  } else if (p.failures_seen != failures) {
+    memcached_quit(p.m);  // reconnects on its next call
+    p.failures_seen = failures;
+  }
+  return p;
 }
 
-void MemcachedStore::give_back(memcached_st* m) {
+void MemcachedStore::give_back(Pooled p) {
   std::lock_guard lock(pool_mu_);
-  idle_.push_back(m);
+  idle_.push_back(p);
 }
 
 uint32_t MemcachedStore::server_of(memcached_st* m, const std::string& key) const {
@@ -147,6 +153,7 @@ KvResult MemcachedStore::judge(uint32_t server, int code) {
     const uint64_t until = steady_ns() + uint64_t(cfg_.retry.count()) * 1'000'000ull;
     s.down_until_ns.store(until, std::memory_order_relaxed);
     bump(s.failures);
+    failures_.fetch_add(1, std::memory_order_release);
     if (g_server_log.allow())
       spdlog::warn(
           "shared tier: memcached server {} failed ({}); reads go to the source for its keys, retried in {} ms",

@@ -107,8 +107,7 @@ ChunkRef SharedTier::get(const CacheKey& key, Form form) {
     bump(pf.hit_bytes, c->size());
     return c;
   }
-  bump(counters_.by_form[index_of(form)].misses);
-  return nullptr;
+  return nullptr;  // not a miss in the counters: nothing is filled for it here
 }
 
 void SharedTier::publish(const CacheKey& key, Form form, const Chunk& chunk) {

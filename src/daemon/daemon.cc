@@ -27,6 +27,7 @@
 #include "prepfs/index/sample_shapes.h"
 #include "prepfs/index/tree_store.h"
 #include "prepfs/observe/metrics.h"
+#include "prepfs/observe/shared_report.h"
 #include "prepfs/observe/stats_json.h"
 #include "prepfs/partition/cpu_autoscaler.h"
 #include "prepfs/partition/job_knowledge.h"
@@ -172,6 +173,12 @@ StoreConfig::Members members_for(const std::string& eviction) {
   return StoreConfig::Members::placement;
 }
 
+std::string shared_names(const Options& o) {
+  std::string s;
+  for (const SharedServer& sv : o.shared) s += (s.empty() ? "" : ",") + sv.host + ":" + std::to_string(sv.port);
+  return s;
+}
+
 }  // namespace
 
 namespace {
@@ -201,6 +208,7 @@ struct Daemon::Parts {
   std::unique_ptr<SampleList> samples_list;  // built on first use, once every header is known
   std::unique_ptr<JobKnowledge> knowledge;   // published orders, importance
   std::unique_ptr<SharedTier> shared;        // null without shared=
+  uint64_t shared_ticks = 0;                 // the profiler's thread only
   std::unique_ptr<TierManager> cache;
   ViewCounters views;
   RenderCounters renders;
@@ -377,7 +385,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.control_fs = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
       {"stats", [&p] { return render_stats_json(p.stats_sources()); }},
       {"metrics", [&p] { return render_metrics(p.stats_sources()); }},
-      {"plan", [&p] { return p.planner->report_text(); }},
+      {"plan",
+       [&p] {
+         return p.planner->report_text() + shared_plan_text(p.shared.get(), fixed_shared_forms(p.opts).has_value());
+       }},
       {"plan.json", [&p] { return p.planner->report_json(); }},
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
       {"samples", [&p] { return render_samples(p.samples(), *p.tree, *p.view_paths); }},
@@ -393,6 +404,9 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   });
 
   p.profiler->on_tick([&p] {
+    // The shared tier's servers: capacity (for the plan), item size (for splitting), state. On
+    // this thread, never a reader's: a dead server costs this call its timeouts.
+    if (p.shared && p.shared_ticks++ % 30 == 0) p.shared->store().refresh_servers();
     // Once the last header a lazy first mount did not read is known: persist, and plan again.
     if (!p.headers_done && p.tree->probed()) p.headers_known();
     p.cpu->tick();  // cpu=auto: the slot count for the next second, before the plan reads it
@@ -446,7 +460,8 @@ std::string Daemon::summary() const {
   return "serving " + p.opts.source + " at " + p.opts.mountpoint + " (" + std::to_string(p.tree->size()) +
          " entries, index " + (p.index_reused ? "reused" : "scanned") + ", ram " + format_size(p.opts.ram_bytes) +
          ", ssd " + format_size(p.opts.ssd_bytes) + " in " + p.cache_dir + ", transform_mem " +
-         format_size(p.renderer->config().transform_mem) + ")";
+         format_size(p.renderer->config().transform_mem) +
+         (p.shared ? ", shared tier on " + shared_names(p.opts) : "") + ")";
 }
 
 }  // namespace prepfs

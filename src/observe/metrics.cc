@@ -103,6 +103,40 @@ void profile_gauges(PromText& p, const Profile& pr) {
     p.sample("prepfs_profile_view_share", {{"view", form_name(f)}}, pr.view_share[static_cast<size_t>(f)]);
 }
 
+// The tier shared with other nodes: what it answered per form, and its servers.
+void shared_metrics(PromText& p, SharedTier& shared) {
+  const SharedCounters& c = shared.counters();
+  using PF = SharedCounters::PerForm;
+  auto per_form = [&](const char* name, const char* help, std::atomic<uint64_t> PF::*field) {
+    p.family(name, "counter", help);
+    for (Form f : kAllForms) p.sample(name, {{"form", form_name(f)}}, load(c.by_form[index_of(f)].*field));
+  };
+  per_form("prepfs_shared_hits_total", "Entries read from the shared tier.", &PF::hits);
+  per_form("prepfs_shared_hit_bytes_total", "Bytes read from the shared tier.", &PF::hit_bytes);
+  per_form("prepfs_shared_misses_total", "Shared-tier misses this node filled (from the source or a render).",
+           &PF::misses);
+  per_form("prepfs_shared_published_total", "Entries this node stored in the shared tier for the others.",
+           &PF::published);
+  per_form("prepfs_shared_published_bytes_total", "Bytes this node stored in the shared tier.", &PF::published_bytes);
+  per_form("prepfs_shared_leases_total", "Fills this node did under a shared-tier lease.", &PF::leases);
+  per_form("prepfs_shared_lease_waits_total", "Misses that waited for another node's fill.", &PF::lease_waits);
+  per_form("prepfs_shared_lease_wait_hits_total", "Lease waits that got the other node's entry.", &PF::lease_wait_hits);
+  per_form("prepfs_shared_lease_timeouts_total", "Lease waits that gave up after shared_lease_ttl and filled here.",
+           &PF::lease_timeouts);
+  per_form("prepfs_shared_corrupt_total", "Shared values that failed their checks (then refetched).", &PF::corrupt);
+  per_form("prepfs_shared_errors_total", "Shared-tier calls that failed (server down, slow or unreachable).",
+           &PF::errors);
+  p.family("prepfs_shared_form_enabled", "gauge", "1 for the forms the shared tier keeps (the plan's choice).");
+  for (Form f : kAllForms) p.sample("prepfs_shared_form_enabled", {{"form", form_name(f)}}, uint64_t(shared.shares(f)));
+  p.histogram_seconds("prepfs_shared_get_seconds", "Latency of shared-tier lookups (found or not).", c.get_latency);
+  p.family("prepfs_shared_server_up", "gauge", "0 while a memcached server is skipped after a failure.");
+  const std::vector<KvServerState> servers = shared.store().servers();
+  for (const KvServerState& sv : servers) p.sample("prepfs_shared_server_up", {{"server", sv.name}}, uint64_t(sv.up));
+  p.family("prepfs_shared_server_capacity_bytes", "gauge", "memcached memory (-m) plus extstore, as last reported.");
+  for (const KvServerState& sv : servers)
+    p.sample("prepfs_shared_server_capacity_bytes", {{"server", sv.name}}, sv.memory_bytes + sv.extstore_bytes);
+}
+
 }  // namespace
 
 std::string render_metrics(const StatsSources& s) {
@@ -147,20 +181,22 @@ std::string render_metrics(const StatsSources& s) {
 
   using PF = CacheCounters::PerForm;
   auto per_form = [&](const char* name, const char* help, std::atomic<uint64_t> PF::*ram,
-                      std::atomic<uint64_t> PF::*ssd_f, std::atomic<uint64_t> PF::*miss) {
+                      std::atomic<uint64_t> PF::*ssd_f, std::atomic<uint64_t> PF::*shared,
+                      std::atomic<uint64_t> PF::*miss) {
     p.family(name, "counter", help);
     for (size_t f = 0; f < kForms; f++) {
       const char* form = form_name(static_cast<Form>(f));
       const PF& c = cc.by_form[f];
       p.sample(name, {{"form", form}, {"result", "ram_hit"}}, load(c.*ram));
       p.sample(name, {{"form", form}, {"result", "ssd_hit"}}, load(c.*ssd_f));
+      p.sample(name, {{"form", form}, {"result", "shared_hit"}}, load(c.*shared));
       p.sample(name, {{"form", form}, {"result", "miss"}}, load(c.*miss));
     }
   };
   per_form("prepfs_form_requests_total", "Chunk requests per form, by where they were answered.", &PF::ram_hits,
-           &PF::ssd_hits, &PF::misses);
+           &PF::ssd_hits, &PF::shared_hits, &PF::misses);
   per_form("prepfs_form_bytes_total", "Chunk bytes per form, by where they were answered.", &PF::ram_hit_bytes,
-           &PF::ssd_hit_bytes, &PF::miss_bytes);
+           &PF::ssd_hit_bytes, &PF::shared_hit_bytes, &PF::miss_bytes);
 
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     p.family(name, "counter", help);
@@ -238,6 +274,7 @@ std::string render_metrics(const StatsSources& s) {
     for (const JobStatus& j : s.jobs->jobs()) pending += j.pending;
     gauge("prepfs_jobs_pending_accesses", "Published accesses not read yet, over all jobs.", pending);
   }
+  if (cache.shared()) shared_metrics(p, *cache.shared());
   if (profiler) profile_gauges(p, profiler->profile());
   return p.str();
 }

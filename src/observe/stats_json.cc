@@ -24,6 +24,32 @@ std::string names_json(const Profile& p, bool priors) {
   return out + "]";
 }
 
+// "shared": the tier shared with other nodes, per form, and its servers as last seen.
+std::string shared_json(SharedTier* shared) {
+  if (!shared) return "";
+  const SharedCounters& c = shared->counters();
+  std::string forms, by_form, servers;
+  for (Form f : kAllForms) {
+    if (shared->shares(f)) forms += fmt::format(R"({}"{}")", forms.empty() ? "" : ", ", form_name(f));
+    const SharedCounters::PerForm& p = c.by_form[index_of(f)];
+    by_form += fmt::format(
+        R"({}"{}": {{"hits": {}, "hit_bytes": {}, "misses": {}, "published": {}, "published_bytes": {}, "leases": {}, )"
+        R"("lease_waits": {}, "lease_wait_hits": {}, "lease_timeouts": {}, "corrupt": {}, "errors": {}}})",
+        f == Form::raw ? "" : ", ", form_name(f), load(p.hits), load(p.hit_bytes), load(p.misses), load(p.published),
+        load(p.published_bytes), load(p.leases), load(p.lease_waits), load(p.lease_wait_hits), load(p.lease_timeouts),
+        load(p.corrupt), load(p.errors));
+  }
+  for (const KvServerState& sv : shared->store().servers())
+    servers += fmt::format(
+        R"({}{{"name": "{}", "up": {}, "failures": {}, "memory_bytes": {}, "extstore_bytes": {}, "used_bytes": {}, )"
+        R"("items": {}, "evictions": {}, "item_size_max": {}}})",
+        servers.empty() ? "" : ", ", sv.name, sv.up ? "true" : "false", sv.failures, sv.memory_bytes, sv.extstore_bytes,
+        sv.used_bytes, sv.items, sv.evictions, sv.item_size_max);
+  return fmt::format(R"(,
+  "shared": {{"forms": [{}], "gets": {}, "get_seconds": {:.6f}, "by_form": {{{}}}, "servers": [{}]}})",
+                     forms, load(c.gets), double(load(c.get_ns)) / 1e9, by_form, servers);
+}
+
 }  // namespace
 
 std::string profile_json(const Profile& p) {
@@ -110,7 +136,8 @@ std::string render_stats_json(const StatsSources& s) {
       double(load(rc.cpu_wait_ns)) / 1e9, double(load(rc.slot_busy_ns)) / 1e9, load(rc.cpu_slots),
       load(rc.memory_waits), load(rc.timeouts), s.tree.size(), s.tree.file_count(), s.tree.image_count(),
       s.tree.unprobed_count(), s.tree.memory_bytes(),
-      jobs_json(s) + (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
+      jobs_json(s) + shared_json(cache.shared()) +
+          (profiler ? ",\n  \"profile\": " + profile_json(profiler->profile()) : std::string()));
 }
 
 }  // namespace prepfs

@@ -80,7 +80,9 @@ void HeaderProber::ensure_some(size_t count) {
   for (double i = 0; size_t(i) < unknown.size() && todo.size() < count; i += stride) todo.push_back(unknown[size_t(i)]);
   in_parallel(todo, threads_, [&](uint32_t node) {
     try {
-      tree_.set_dims(node, probe_image(source_, tree_.path(node), tree_.version(node)));
+      // Another node's first chunk when the shared tier has it; else the header bytes alone.
+      std::optional<ImageDims> d = store_.dims_from_shared(store_.resolve(node));
+      tree_.set_dims(node, d ? *d : probe_image(source_, tree_.path(node), tree_.version(node)));
     } catch (const std::exception& e) {
       spdlog::warn("{}: cannot read its header: {}", tree_.path(node), e.what());
       tree_.set_dims(node, ImageDims{});

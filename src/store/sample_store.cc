@@ -135,6 +135,13 @@ void SampleStore::probe_head(const Sample& s) {
   if (!cache_.in_tier(k) && jobs_.staging) jobs_.staging->put(k, c, s.node);
 }
 
+std::optional<ImageDims> SampleStore::dims_from_shared(const Sample& s) {
+  if (!cache_.shares(Form::raw) || s.version.size == 0) return std::nullopt;
+  const ChunkRef c = cache_.shared()->get(key(s, Form::raw, 0, 0), Form::raw);
+  if (!c) return std::nullopt;
+  return dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
+}
+
 // The JPEG of a render: raw chunks from the tiers where cached, else from the source, kept only
 // where the placement puts this sample's raw form (what to cache is the partition's decision,
 // not a side effect of rendering).

@@ -68,10 +68,11 @@ def force_unmount(path):
 class Prepfs:
     """A prepfs daemon in the foreground, as a child process."""
 
-    def __init__(self, source, mountpoint, ssd_dir, options="", extra_args=()):
+    def __init__(self, source, mountpoint, ssd_dir, options="", extra_args=(), wrapper=()):
+        """wrapper: a command prefix, such as nsenter into a network namespace."""
         self.source, self.mnt, self.ssd_dir = str(source), str(mountpoint), str(ssd_dir)
         opts = f"ssd_dir={self.ssd_dir},log_level=info" + ("," + options if options else "")
-        self.args = [PREPFS_BIN, self.source, self.mnt, "-f", "-o", opts, *extra_args]
+        self.args = [*wrapper, PREPFS_BIN, self.source, self.mnt, "-f", "-o", opts, *extra_args]
         self.log = open(os.path.join(self.ssd_dir + ".log"), "ab")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
         try:

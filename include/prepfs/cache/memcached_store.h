@@ -51,8 +51,12 @@ class MemcachedStore final : public KvStore {
 
  private:
   class Handle;  // a pooled clone, given back on destruction
-  memcached_st* borrow();
-  void give_back(memcached_st* m);
+  struct Pooled {
+    memcached_st* m;
+    uint64_t failures_seen;  // failures_ when its connections were last dropped
+  };
+  Pooled borrow();
+  void give_back(Pooled p);
   uint32_t server_of(memcached_st* m, const std::string& key) const;
   bool skipped(uint32_t server) const;      // marked down and its retry time not reached
   KvResult judge(uint32_t server, int rc);  // a call's return code, marking the server on failure
@@ -61,7 +65,11 @@ class MemcachedStore final : public KvStore {
   std::vector<std::string> names_;  // host:port of each server, for logs and stats
   memcached_st* master_ = nullptr;  // configured once; cloned, never used for calls
   std::mutex pool_mu_;
-  std::vector<memcached_st*> idle_;
+  std::vector<Pooled> idle_;
+  // Server failures so far. A handle that has not seen the latest drops its connections when
+  // borrowed: after a server died, a connection made to it before is dead too, and would fail
+  // (and mark the server down again) once per pooled handle after the server is back.
+  std::atomic<uint64_t> failures_{0};
   struct Server {
     std::atomic<uint64_t> down_until_ns{0};
     std::atomic<uint64_t> failures{0};

@@ -39,7 +39,7 @@ struct SharedTierConfig {
 struct SharedCounters {
   struct PerForm {
     std::atomic<uint64_t> hits{0}, hit_bytes{0};
-    std::atomic<uint64_t> misses{0};                         // lookups that found nothing (or something invalid)
+    std::atomic<uint64_t> misses{0};                         // misses this node filled (fetched or rendered)
     std::atomic<uint64_t> published{0}, published_bytes{0};  // entries this node stored for the others
     std::atomic<uint64_t> leases{0};                         // fills this node did under a lease
     std::atomic<uint64_t> lease_waits{0};                    // misses that waited for another node's fill

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "prepfs/cache/tier_manager.h"
@@ -88,6 +89,9 @@ class SampleStore {
   // first chunk, which is then kept where the placement says, or staged for the read that
   // usually follows. Records the dimensions in the index.
   void probe_head(const Sample& s);
+  // The image dimensions from the first raw chunk another node published to the shared tier
+  // (nullopt when it holds none): a mount's first header reads then need not touch the source.
+  std::optional<ImageDims> dims_from_shared(const Sample& s);
   // Whether a read of `form` of s finds everything it needs without the source or a transform
   // (for augmented/: variant `variant` itself, cached or staged).
   bool ready(const Sample& s, Form form, uint32_t variant);
