@@ -133,7 +133,9 @@ def test_decoded_on_the_second_daemon_renders_nothing_the_first_decoded(dataset,
                 assert f.read(2) == b"P6"
         st = d.stats()
         assert st["transform"]["decoded"] == 0
-        assert st["transform"]["augmented_from_decoded"] == len(imgs)
+        # Every render came from pixels: the opens' own, and the next variants rendered ahead.
+        assert st["transform"]["augmented_from_decoded"] >= len(imgs)
+        assert st["transform"]["augmented_from_decoded"] == st["transform"]["augmented"], st["transform"]
         assert not c.opened() & set(imgs), c.opened()
     finally:
         c.stop()
