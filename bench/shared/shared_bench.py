@@ -69,7 +69,7 @@ def main():
                         os.makedirs(mnt)
                         os.makedirs(ssd, mode=0o700)
                         opts = "ram=64M,ssd=0,probe=mount,log_level=warn" + (
-                            "," + shared_option(servers) if shared else "")
+                            "," + shared_option(servers) + ",shared_forms=raw/decoded" if shared else "")
                         daemons.append(Prepfs(os.path.join(d, "slow"), mnt, ssd, opts))
                     slow.reset()
                     times = [0.0] * n
@@ -161,7 +161,7 @@ def write_md(info, results, path):
          f"- command: `{info['command']}`", f"- date: {info['date']}; nproc {info['nproc']}; kernel {info['kernel']}",
          f"- dataset: {info['images']} JPEGs, {info['dataset_bytes'] / 1e6:.1f} MB; each daemon reads all of decoded/ "
          f"once ({info['readers_per_daemon']} reader threads), all daemons at once; ram=64M, ssd=0 per daemon",
-         f"- source: prepfs-slowfs `{info['slowfs']}`, one for the cluster; shared: two memcached servers (-m 1024 -I 2m) on loopback",
+         f"- source: prepfs-slowfs `{info['slowfs']}`, one for the cluster; shared: two memcached servers (-m 1024 -I 2m) on loopback, shared_forms=raw/decoded",
          "- medians over rounds (min–max); cases interleaved within each round", "",
          "| daemons | shared tier | cluster source bytes per epoch (datasets) | epoch s per daemon | decodes in the cluster | daemon CPU s (cluster) | shared hits | load (1 min) |",
          "|---|---|---|---|---|---|---|---|"]

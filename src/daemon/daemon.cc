@@ -34,6 +34,7 @@
 #include "prepfs/partition/placer.h"
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
+#include "prepfs/partition/shared_forms.h"
 #include "prepfs/source/posix_source.h"
 #include "prepfs/source/s3_source.h"
 #include "prepfs/store/header_prober.h"
@@ -209,6 +210,8 @@ struct Daemon::Parts {
   std::unique_ptr<JobKnowledge> knowledge;   // published orders, importance
   std::unique_ptr<SharedTier> shared;        // null without shared=
   uint64_t shared_ticks = 0;                 // the profiler's thread only
+  std::mutex shared_mu;                      // guards shared_why
+  std::string shared_why;                    // why shared_forms=auto chose its forms (.prepfs/plan)
   std::unique_ptr<TierManager> cache;
   ViewCounters views;
   RenderCounters renders;
@@ -261,6 +264,27 @@ struct Daemon::Parts {
     persist_index();
     profiler->refresh_sizes();
     planner->plan_now("every image header read");
+  }
+
+  // shared_forms=auto, each profiler tick: the forms worth sharing from what the profiler and the
+  // shared tier measured (partition/shared_forms.h).
+  void choose_shared_forms() {
+    const Profile pr = profiler->profile();
+    const SharedCounters& c = shared->counters();
+    SharedFormInputs in;
+    in.raw_bytes = pr.size[index_of(Form::raw)];
+    in.decoded_bytes = pr.size[index_of(Form::decoded)];
+    in.c_dec = pr.c_dec;
+    in.src_latency = pr.src_latency;
+    in.src_bandwidth = pr.src_bandwidth;
+    const uint64_t gets = load(c.gets), hit_ns = load(c.hit_ns);
+    in.shared_measured = gets > 0;
+    if (gets > 0) in.shared_latency = double(load(c.get_ns)) / 1e9 / double(gets);
+    if (hit_ns > 0) in.shared_bandwidth = double(load(c.hit_bytes)) * 1e9 / double(hit_ns);
+    SharedFormChoice choice = prepfs::choose_shared_forms(in);
+    shared->set_forms(choice.forms);
+    std::lock_guard lock(shared_mu);
+    shared_why = std::move(choice.why);
   }
 
   void persist_index() {
@@ -381,13 +405,20 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       p.cpu.get());
   p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                : "partition=" + opts.partition);
+  if (p.shared && !fixed_shared_forms(p.opts)) p.choose_shared_forms();  // from priors, then each tick
 
   p.control_fs = std::make_unique<ControlFs>(std::vector<ControlFs::File>{
       {"stats", [&p] { return render_stats_json(p.stats_sources()); }},
       {"metrics", [&p] { return render_metrics(p.stats_sources()); }},
       {"plan",
        [&p] {
-         return p.planner->report_text() + shared_plan_text(p.shared.get(), fixed_shared_forms(p.opts).has_value());
+         std::string why;
+         {
+           std::lock_guard lock(p.shared_mu);
+           why = p.shared_why;
+         }
+         return p.planner->report_text() +
+                shared_plan_text(p.shared.get(), fixed_shared_forms(p.opts).has_value(), why);
        }},
       {"plan.json", [&p] { return p.planner->report_json(); }},
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
@@ -407,6 +438,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
     // The shared tier's servers: capacity (for the plan), item size (for splitting), state. On
     // this thread, never a reader's: a dead server costs this call its timeouts.
     if (p.shared && p.shared_ticks++ % 30 == 0) p.shared->store().refresh_servers();
+    if (p.shared && !fixed_shared_forms(p.opts)) p.choose_shared_forms();
     // Once the last header a lazy first mount did not read is known: persist, and plan again.
     if (!p.headers_done && p.tree->probed()) p.headers_known();
     p.cpu->tick();  // cpu=auto: the slot count for the next second, before the plan reads it

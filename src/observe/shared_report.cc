@@ -2,20 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "prepfs/common/size.h"
 
 namespace prepfs {
 
-std::string shared_plan_text(SharedTier* shared, bool forms_fixed) {
+std::string shared_plan_text(SharedTier* shared, bool forms_fixed, const std::string& auto_why) {
   if (!shared) return "";
   std::string forms;
   for (Form f : kAllForms)
     if (shared->shares(f)) forms += (forms.empty() ? "" : ", ") + std::string(form_name(f));
   std::string out = "\nShared tier (memcached):\n";
   out += fmt::format("  forms shared: {} ({})\n", forms.empty() ? "none" : forms,
-                     forms_fixed ? "shared_forms= fixes them"
-                                 : "auto: raw and decoded, so the cluster fetches each sample and decodes each "
-                                   "image once; a variant of augmented/ is served once and never shared");
+                     forms_fixed ? "shared_forms= fixes them" : "auto; a variant of augmented/ is never shared");
+  if (!forms_fixed) {
+    std::string_view why = auto_why;
+    while (!why.empty()) {  // indented under the forms
+      const size_t eol = why.find('\n');
+      out += "    " + std::string(why.substr(0, eol)) + "\n";
+      why = eol == std::string_view::npos ? std::string_view() : why.substr(eol + 1);
+    }
+  }
   const SharedCounters& c = shared->counters();
   const uint64_t gets = load(c.gets), get_ns = load(c.get_ns), hit_bytes = load(c.hit_bytes), hit_ns = load(c.hit_ns);
   if (gets > 0)
@@ -35,7 +43,7 @@ std::string shared_plan_text(SharedTier* shared, bool forms_fixed) {
     out += fmt::format("  server {}: {}, {} items, {} of {} memory{}\n", s.name, s.up ? "up" : "skipped after a failure",
                        s.items, format_size(s.used_bytes), format_size(s.memory_bytes),
                        s.extstore_bytes ? ", extstore " + format_size(s.extstore_bytes) : "");
-  out += "  not modelled yet: the plan above does not count the shared tier's capacity or bandwidth\n";
+  out += "  not modelled yet: the placement above does not count the shared tier's capacity\n";
   return out;
 }
 

@@ -8,7 +8,8 @@
 
 namespace prepfs {
 
-// `forms_fixed`: shared_forms= names the forms (else auto). Empty without a shared tier.
-std::string shared_plan_text(SharedTier* shared, bool forms_fixed);
+// `forms_fixed`: shared_forms= names the forms; else `auto_why` says why auto chose them (one
+// line per form, from choose_shared_forms). Empty without a shared tier.
+std::string shared_plan_text(SharedTier* shared, bool forms_fixed, const std::string& auto_why);
 
 }  // namespace prepfs
