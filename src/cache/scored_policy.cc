@@ -49,9 +49,16 @@ void ScoredPolicy::on_access(const CacheKey& k) {
   auto it = entries_.find(k);
   if (it == entries_.end()) return;
   Entry& e = it->second;
-  ranked_.erase(Ranked{e.score, staleness(e.recency), k});
+  // Re-ranked in place: the tree node is taken out, its recency changed and put back, so a hit
+  // (the warm read path) allocates and frees nothing.
+  auto node = ranked_.extract(Ranked{e.score, staleness(e.recency), k});
   e.recency = ++clock_;
-  ranked_.insert(Ranked{e.score, staleness(e.recency), k});
+  if (node.empty()) {
+    ranked_.insert(Ranked{e.score, staleness(e.recency), k});
+    return;
+  }
+  node.value() = Ranked{e.score, staleness(e.recency), k};
+  ranked_.insert(std::move(node));
 }
 
 void ScoredPolicy::on_erase(const CacheKey& k) {
