@@ -149,9 +149,14 @@ TEST(SharedTier, ConcurrentMissesOnTwoNodesFetchOnce) {
   std::atomic<int> fills{0};
   for (uint64_t i = 0; i < 10; i++) {
     const ChunkRef c = bytes_chunk(50000, uint32_t(i));
+    // A slow source: the fill lasts until the other node waits on its lease (at most 5 s), so the
+    // other node always arrives during it, however the two threads are scheduled.
     auto fill = [&]() -> ChunkRef {
       fills++;
-      std::this_thread::sleep_for(50ms);  // a slow source: the other node arrives while this runs
+      const auto until = std::chrono::steady_clock::now() + 5s;
+      while (load(of(*n1, Form::raw).lease_waits) + load(of(*n2, Form::raw).lease_waits) <= i &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(1ms);
       return c;
     };
     SharedTier::Result r1, r2;
