@@ -179,7 +179,7 @@ def test_killing_a_server_mid_epoch_loses_no_bytes_and_recovers_without_remount(
     src = dataset / "src"
     rels = files_of(src)
     want = digests(src, rels)
-    c = Cluster(dataset, tmp_path, three, options="shared_timeout=0.2")
+    c = Cluster(dataset, tmp_path, three, options="shared_timeout=2")
 
     def evict(d):
         """The daemon's own tiers and the kernel's pages of its files: the next read asks it."""
