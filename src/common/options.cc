@@ -100,6 +100,8 @@ const std::vector<OptionDoc>& option_docs() {
        "most a quarter of the RAM)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
+      {"aug_page_cache", "BOOL",
+       "with aug_reuse > 1, let the kernel's page cache serve the repeat opens of a variant (default 1)"},
       {"render_ahead", "BOOL",
        "after an open of augmented/, render that file's next variant while a cpu slot is idle (default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
@@ -241,10 +243,13 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "transform_mem") {
     o.transform_mem = size();
     if (o.transform_mem < (16u << 20)) throw bad_value(key, value, "expected at least 16M");
-  } else if (key == "fast_paths" || key == "crop_decode" || key == "render_ahead") {
+  } else if (key == "fast_paths" || key == "crop_decode" || key == "render_ahead" || key == "aug_page_cache") {
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
-    (key == "fast_paths" ? o.fast_paths : key == "crop_decode" ? o.crop_decode : o.render_ahead) = value == "1";
+    (key == "fast_paths"     ? o.fast_paths
+     : key == "crop_decode"  ? o.crop_decode
+     : key == "render_ahead" ? o.render_ahead
+                             : o.aug_page_cache) = value == "1";
   } else if (key == "metrics_addr") {
     need_value();
     size_t colon = value.rfind(':');

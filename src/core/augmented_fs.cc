@@ -12,7 +12,7 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead)
+                         double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead, bool page_cache)
     : tree_(tree),
       store_(store),
       counters_(counters),
@@ -22,7 +22,9 @@ AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& cou
       aug_reuse_(std::max(1u, aug_reuse)),
       timeout_(timeout),
       unowned_(unowned),
-      opens_(new std::atomic<uint32_t>[tree.size()]) {
+      opens_(new std::atomic<uint32_t>[tree.size()]),
+      use_page_cache_(page_cache && aug_reuse_ > 1),  // with one open per variant, nothing to reuse
+      cached_(use_page_cache_ ? new CachedPages[tree.size()] : nullptr) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
 
@@ -92,16 +94,48 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
   if (ahead_) ahead_->after_serve(node);  // the next open's variant, while the slots are idle
   OpenReply r;
-  r.fh = open_.add(bytes, bytes->data(), bytes->size());
-  r.direct_io = true;  // never let the page cache hand out an older variant
+  const bool cached = read_through_page_cache(node, n / aug_reuse_);
+  r.fh = open_.add(bytes, bytes->data(), bytes->size(), cached ? kPageCacheHandle : 0);
+  r.keep_cache = cached;
+  r.direct_io = !cached;  // a reader of another variant than the cached one must not touch the pages
   return r;
 }
 
-std::vector<Slice> AugmentedFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
-  return open_.read(fh, off, size);
+bool AugmentedFs::read_through_page_cache(uint32_t node, uint32_t variant) {
+  if (!use_page_cache_) return false;
+  PageCache* pc = page_cache_.load();
+  if (!pc) return false;
+  std::lock_guard lock(cached_mu_[node % cached_mu_.size()]);
+  CachedPages& c = cached_[node];
+  if (c.variant != variant) {
+    if (c.readers > 0) return false;  // the old variant's readers still fill and read its pages
+    // Under the stripe lock, so that no open of the new variant reads the old pages before
+    // they are gone. No page-cache handle is open, so no read holds a page the drop waits on.
+    c.variant = CachedPages::kNone;
+    if (!pc->drop(node + 1)) return false;
+    c.variant = variant;
+    bump(counters_.augmented_page_drops);
+  }
+  c.readers++;
+  bump(counters_.augmented_page_cache_opens);
+  return true;
 }
 
-void AugmentedFs::release(uint64_t, uint64_t fh) { open_.release(fh); }
+void AugmentedFs::page_cache_reader_gone(uint32_t node) {
+  std::lock_guard lock(cached_mu_[node % cached_mu_.size()]);
+  if (cached_[node].readers > 0) cached_[node].readers--;
+}
+
+std::vector<Slice> AugmentedFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
+  std::vector<Slice> out = open_.read(fh, off, size);
+  bump(counters_.augmented_reads);
+  for (const Slice& s : out) bump(counters_.augmented_read_bytes, s.len);
+  return out;
+}
+
+void AugmentedFs::release(uint64_t ino, uint64_t fh) {
+  if (open_.release(fh) == kPageCacheHandle) page_cache_reader_gone(node_of(ino));
+}
 
 FsStat AugmentedFs::statfs() {
   FsStat s;

@@ -376,5 +376,102 @@ TEST(Daemon, TheSampleListReadsHeaderBytesNotWholeFiles) {
   read_sample_list("ram=64M,ssd=0,partition=fixed:100/0/0");  // every raw sample in RAM
 }
 
+// The kernel's side of the page cache, as the adaptor reports it, with its answer injected: a
+// drop the kernel refuses (fail_drops) must leave the view bypassing the page cache.
+struct ScriptedPageCache final : PageCache {
+  std::vector<uint64_t> dropped;
+  bool fail_drops = false;
+  bool drop(uint64_t ino) override {
+    if (fail_drops) return false;
+    dropped.push_back(ino);
+    return true;
+  }
+};
+
+// Issue 13 (aug_reuse > 1): the kernel may keep a variant's pages across that variant's opens, but
+// an inode's pages are one variant while handles may hold different ones. A handle reads through
+// the page cache only when its variant is the cached one; a new variant first drops the old pages,
+// and only once no page-cache reader of the old one is left.
+TEST(Daemon, AugmentedOpensReadThroughThePageCacheOnlyForTheCachedVariant) {
+  Rig rig("aug_reuse=2,render_ahead=0");
+  Daemon d(rig.opts);
+  Filesystem& fs = d.augmented_fs();
+  const uint64_t ino = walk(fs, 1, "cls/img0.ppm");
+  auto bytes = [&](const OpenReply& r) {
+    std::string out;
+    for (const Slice& s : fs.read(ino, r.fh, 0, 1 << 20)) out.append(s.data, s.len);
+    return out;
+  };
+  const OpenReply unattached = fs.open(ino, O_RDONLY);  // variant 0, before any session attaches
+  EXPECT_TRUE(unattached.direct_io);
+  EXPECT_FALSE(unattached.keep_cache);
+  const std::string v0 = bytes(unattached);
+  fs.release(ino, unattached.fh);
+
+  ScriptedPageCache kernel;
+  fs.attach_page_cache(&kernel);
+  const OpenReply a = fs.open(ino, O_RDONLY);  // variant 0 again: its pages may now be kept
+  EXPECT_TRUE(a.keep_cache);
+  EXPECT_FALSE(a.direct_io);
+  EXPECT_EQ(kernel.dropped, std::vector<uint64_t>{ino}) << "pages of unknown content must go first";
+  EXPECT_TRUE(bytes(a) == v0);
+  const OpenReply b = fs.open(ino, O_RDONLY);  // variant 1 while a (variant 0) reads the pages
+  EXPECT_TRUE(b.direct_io);
+  EXPECT_FALSE(b.keep_cache);
+  const std::string v1 = bytes(b);
+  EXPECT_TRUE(v1 != v0);
+  fs.release(ino, b.fh);
+  EXPECT_EQ(kernel.dropped.size(), 1u) << "dropped the pages under a reader";
+  fs.release(ino, a.fh);
+
+  const OpenReply c = fs.open(ino, O_RDONLY);  // variant 1: no reader left, so drop and cache it
+  EXPECT_TRUE(c.keep_cache);
+  EXPECT_EQ(kernel.dropped.size(), 2u);
+  EXPECT_TRUE(bytes(c) == v1);
+  fs.release(ino, c.fh);
+  const OpenReply d2 = fs.open(ino, O_RDONLY);  // variant 2: drop again
+  EXPECT_TRUE(d2.keep_cache);
+  EXPECT_EQ(kernel.dropped.size(), 3u);
+  const std::string v2 = bytes(d2);
+  EXPECT_TRUE(v2 != v1);
+  const OpenReply d3 = fs.open(ino, O_RDONLY);  // variant 2 again: the pages are good as they are
+  EXPECT_TRUE(d3.keep_cache);
+  EXPECT_EQ(kernel.dropped.size(), 3u);
+  EXPECT_TRUE(bytes(d3) == v2);
+  fs.release(ino, d2.fh);
+  fs.release(ino, d3.fh);
+
+  kernel.fail_drops = true;  // variant 3, and the kernel will not drop variant 2's pages
+  const OpenReply e = fs.open(ino, O_RDONLY);
+  EXPECT_TRUE(e.direct_io);
+  EXPECT_FALSE(e.keep_cache);
+  fs.release(ino, e.fh);
+  const OpenReply e2 = fs.open(ino, O_RDONLY);  // still variant 3: the old pages may still be there
+  EXPECT_TRUE(e2.direct_io) << "read variant 2's pages as variant 3";
+  fs.release(ino, e2.fh);
+  EXPECT_EQ(load(d.views().augmented_page_cache_opens), 4u);
+  EXPECT_EQ(load(d.views().augmented_page_drops), 3u);
+  fs.attach_page_cache(nullptr);
+}
+
+TEST(Daemon, AugmentedOpensBypassThePageCacheWithOneOpenPerVariantOrWhenTurnedOff) {
+  for (const std::string options : {"aug_reuse=1", "aug_reuse=4,aug_page_cache=0"}) {
+    SCOPED_TRACE(options);
+    Rig rig(options + ",render_ahead=0");
+    Daemon d(rig.opts);
+    ScriptedPageCache kernel;
+    d.augmented_fs().attach_page_cache(&kernel);
+    const uint64_t ino = walk(d.augmented_fs(), 1, "cls/img1.ppm");
+    for (int i = 0; i < 3; i++) {
+      const OpenReply r = d.augmented_fs().open(ino, O_RDONLY);
+      EXPECT_TRUE(r.direct_io);
+      EXPECT_FALSE(r.keep_cache);
+      d.augmented_fs().release(ino, r.fh);
+    }
+    EXPECT_TRUE(kernel.dropped.empty());
+    d.augmented_fs().attach_page_cache(nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace prepfs

@@ -51,6 +51,7 @@ struct Options {
   unsigned aug_reuse = 1;              // aug_reuse= serve each augmented variant N times
   unsigned cpu = 0;                    // cpu=       cores for transforms; 0: all
   bool cpu_auto = false;               // cpu=auto   sized from the readers' stalls and the idle CPU
+  bool aug_page_cache = true;          // aug_page_cache= the kernel keeps a variant's pages across its opens
   bool render_ahead = true;            // render_ahead= a file's next variant after each serve (no order)
   uint64_t max_pixels = 100'000'000;   // max_pixels= refuse larger images (EIO)
   uint64_t max_input = 128ull << 20;   // max_input= refuse larger image files (EIO), before fetching

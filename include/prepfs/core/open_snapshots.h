@@ -16,11 +16,12 @@ namespace prepfs {
 
 class OpenSnapshots {
  public:
-  // Keeps data[0, size) alive through hold until release(); returns the new handle.
-  uint64_t add(std::shared_ptr<const void> hold, const char* data, size_t size) {
+  // Keeps data[0, size) alive through hold until release(); returns the new handle. tag is the
+  // caller's note about the handle, given back by release().
+  uint64_t add(std::shared_ptr<const void> hold, const char* data, size_t size, uint64_t tag = 0) {
     uint64_t fh = next_fh_++;
     std::lock_guard lock(mu_);
-    open_[fh] = Slice{std::move(hold), data, size};
+    open_[fh] = Entry{Slice{std::move(hold), data, size}, tag};
     return fh;
   }
 
@@ -33,21 +34,31 @@ class OpenSnapshots {
 
   void check(uint64_t fh) const { get(fh); }  // throws EBADF for an unknown handle
 
-  void release(uint64_t fh) {
+  // Forgets the handle; returns its tag (0 for an unknown handle).
+  uint64_t release(uint64_t fh) {
     std::lock_guard lock(mu_);
-    open_.erase(fh);
+    auto it = open_.find(fh);
+    if (it == open_.end()) return 0;
+    uint64_t tag = it->second.tag;
+    open_.erase(it);
+    return tag;
   }
 
  private:
+  struct Entry {
+    Slice bytes;
+    uint64_t tag = 0;
+  };
+
   Slice get(uint64_t fh) const {
     std::lock_guard lock(mu_);
     auto it = open_.find(fh);
     if (it == open_.end()) throw Error(EBADF, "unknown handle");
-    return it->second;
+    return it->second.bytes;
   }
 
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Slice> open_;
+  std::unordered_map<uint64_t, Entry> open_;
   std::atomic<uint64_t> next_fh_{1};
 };
 

@@ -61,6 +61,7 @@ class Daemon {
   Profiler& profiler();
   const Tree& tree() const;
   const RenderCounters& renders() const;
+  const ViewCounters& views() const;
   RenderAhead* render_ahead();  // null with render_ahead=0
   const RenderAheadCounters& render_ahead_counters() const;
   Source& source();
