@@ -15,9 +15,11 @@
 #   npy4   decoded_format=npy,aug_reuse=4        augmented/ NPY, each variant served 4 times
 # COMPARE="OPTION ..." adds, for each option, mounts aug and npy with that option too (cases
 # augmented@OPTION, npy@OPTION), measured in the same rounds: COMPARE="cpu=auto cpu=2".
+# COMPARE_R4="OPTION ..." does the same for aug4 and npy4 (cases augmented-r4@OPTION,
+# npy-r4@OPTION): COMPARE_R4="aug_page_cache=0".
 # Idle daemons do no background work (the profiler's ticks aside), so they do not disturb the case
 # being measured. Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case
-# subset), OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN, COMPARE.
+# subset), OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN, COMPARE, COMPARE_R4.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +36,7 @@ ROUNDS=${ROUNDS:-3}
 EPOCHS=${EPOCHS:-2}
 ONLY=${ONLY:-}
 COMPARE=${COMPARE:-}
+COMPARE_R4=${COMPARE_R4:-}
 OUT=${OUT:-$HERE/results.md}
 ANALYSIS=${ANALYSIS:-}
 READY_TIMEOUT_S=30
@@ -57,6 +60,14 @@ for opt in $COMPARE; do
   OPTS[npy-c$i]="decoded_format=npy,aug_reuse=1,$opt"
   COMPARED[aug-c$i]=$opt
   COMPARED[npy-c$i]=$opt
+done
+for opt in $COMPARE_R4; do
+  i=$((i + 1))
+  MOUNTS+=" aug4-c$i npy4-c$i"
+  OPTS[aug4-c$i]="aug_reuse=4,$opt"
+  OPTS[npy4-c$i]="decoded_format=npy,aug_reuse=4,$opt"
+  COMPARED[aug4-c$i]=$opt
+  COMPARED[npy4-c$i]=$opt
 done
 declare -A PIDS=()
 
@@ -158,6 +169,8 @@ for m in $MOUNTS; do
   case $m in
     aug-*) case_mount "augmented@${COMPARED[$m]}" "$m" ;;
     npy-*) case_mount "npy@${COMPARED[$m]}" "$m" ;;
+    aug4-*) case_mount "augmented-r4@${COMPARED[$m]}" "$m" ;;
+    npy4-*) case_mount "npy-r4@${COMPARED[$m]}" "$m" ;;
   esac
 done
 

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <xxhash.h>
+
 #include <cerrno>
 
 #include "prepfs/common/error.h"
@@ -92,28 +94,42 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   const Sample s = store_.resolve(node);
   store_.note_read(s);  // a job's access (published orders)
   ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
-  if (ahead_) ahead_->after_serve(node);  // the next open's variant, while the slots are idle
+  // The next open's variant, while the slots are idle. Only after a variant's last serve: before
+  // it the next open gets this same variant, just served (and held), and queueing it would only
+  // wake the render-ahead thread to find it ready, a context switch per open.
+  if (ahead_ && last_serve) ahead_->after_serve(node);
   OpenReply r;
-  const bool cached = read_through_page_cache(node, n / aug_reuse_);
+  const bool cached = read_through_page_cache(node, n / aug_reuse_, bytes);
   r.fh = open_.add(bytes, bytes->data(), bytes->size(), cached ? kPageCacheHandle : 0);
   r.keep_cache = cached;
   r.direct_io = !cached;  // a reader of another variant than the cached one must not touch the pages
   return r;
 }
 
-bool AugmentedFs::read_through_page_cache(uint32_t node, uint32_t variant) {
+bool AugmentedFs::read_through_page_cache(uint32_t node, uint32_t variant, const ChunkRef& bytes) {
   if (!use_page_cache_) return false;
   PageCache* pc = page_cache_.load();
   if (!pc) return false;
   std::lock_guard lock(cached_mu_[node % cached_mu_.size()]);
   CachedPages& c = cached_[node];
-  if (c.variant != variant) {
-    if (c.readers > 0) return false;  // the old variant's readers still fill and read its pages
-    // Under the stripe lock, so that no open of the new variant reads the old pages before
-    // they are gone. No page-cache handle is open, so no read holds a page the drop waits on.
+  // The pages are good only for the very bytes they were filled from. A variant the daemon
+  // rendered again (its entry evicted meanwhile) may differ: crop decode and DCT scaling from a
+  // JPEG and a render from cached pixels are different arithmetic. The same entry is the same
+  // bytes; another entry is checked by content hash.
+  bool same = c.variant == variant && c.bytes.lock() == bytes;
+  if (!same && c.variant == variant && XXH3_64bits(bytes->data(), bytes->size()) == c.hash) {
+    c.bytes = bytes;
+    same = true;
+  }
+  if (!same) {
+    if (c.readers > 0) return false;  // readers of the old bytes still fill and read the pages
+    // Under the stripe lock, so that no open of the new bytes reads the old pages before they are
+    // gone. No page-cache handle is open, so no read holds a page the drop would wait on.
     c.variant = CachedPages::kNone;
     if (!pc->drop(node + 1)) return false;
     c.variant = variant;
+    c.bytes = bytes;
+    c.hash = XXH3_64bits(bytes->data(), bytes->size());
     bump(counters_.augmented_page_drops);
   }
   c.readers++;

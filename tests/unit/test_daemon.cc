@@ -473,5 +473,27 @@ TEST(Daemon, AugmentedOpensBypassThePageCacheWithOneOpenPerVariantOrWhenTurnedOf
   }
 }
 
+// A variant the daemon renders again (its entry evicted) keeps the pages only when it is the same
+// bytes: fast_paths=0 makes every render path give the same bytes, so here it does.
+TEST(Daemon, AVariantRenderedAgainKeepsItsPagesWhenItsBytesAreTheSame) {
+  Rig rig("aug_reuse=3,render_ahead=0,fast_paths=0");
+  Daemon d(rig.opts);
+  ScriptedPageCache kernel;
+  Filesystem& fs = d.augmented_fs();
+  fs.attach_page_cache(&kernel);
+  const uint64_t ino = walk(fs, 1, "cls/img2.ppm");
+  const OpenReply a = fs.open(ino, O_RDONLY);
+  EXPECT_TRUE(a.keep_cache);
+  fs.release(ino, a.fh);
+  d.evict_all();
+  const uint64_t renders = load(d.renders().augmented);
+  const OpenReply b = fs.open(ino, O_RDONLY);  // variant 0 again, rendered again
+  EXPECT_EQ(load(d.renders().augmented), renders + 1) << "the variant was not rendered again";
+  EXPECT_TRUE(b.keep_cache);
+  EXPECT_EQ(kernel.dropped.size(), 1u) << "dropped pages that held the same bytes";
+  fs.release(ino, b.fh);
+  fs.attach_page_cache(nullptr);
+}
+
 }  // namespace
 }  // namespace prepfs

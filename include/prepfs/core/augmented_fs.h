@@ -13,8 +13,9 @@
 //   - an open of another variant while page-cache readers of the old one remain bypasses the page
 //     cache (direct_io), as every open does with aug_reuse = 1, without a PageCache, or when a
 //     drop fails.
-// Pages only ever enter the cache through page-cache handles, and those all hold the cached
-// variant, so the cache never holds a mix. A handle's last read ends before its release reaches
+// Pages only ever enter the cache through page-cache handles, and those all hold the very bytes
+// the pages came from (the same entry, or the same content hash: a variant rendered again may be
+// other bytes), so the cache never holds a mix. A handle's last read ends before its release reaches
 // the daemon (the kernel holds the handle while reads are in flight).
 // Inodes: node id + 1 (the session's root, inode 1, is the source root).
 #pragma once
@@ -65,15 +66,19 @@ class AugmentedFs final : public Filesystem {
  private:
   uint32_t node_of(uint64_t ino) const;
   Attr attr(uint32_t node) const;
-  // True when this open of `variant` may read through the page cache (see the top of the file).
-  bool read_through_page_cache(uint32_t node, uint32_t variant);
+  // True when this open of `variant`, served `bytes`, may read through the page cache (see the
+  // top of the file).
+  bool read_through_page_cache(uint32_t node, uint32_t variant, const ChunkRef& bytes);
   void page_cache_reader_gone(uint32_t node);
 
-  // Per file: the variant the kernel's page cache may hold for it, and its open page-cache readers.
+  // Per file: the variant the kernel's page cache may hold for it, the bytes its pages come from
+  // (the entry, not kept alive, and its content hash), and its open page-cache readers.
   struct CachedPages {
     static constexpr uint32_t kNone = UINT32_MAX;
     uint32_t variant = kNone;
     uint32_t readers = 0;
+    std::weak_ptr<const Chunk> bytes;
+    uint64_t hash = 0;
   };
   static constexpr uint64_t kPageCacheHandle = 1;  // OpenSnapshots tag of a page-cache reader
 
