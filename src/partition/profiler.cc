@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace prepfs {
 namespace {
@@ -173,6 +174,10 @@ void Profiler::update_cpu(const Snapshot& d) {
   mean(c_dec_, d.decode_ns, d.decoded);
   mean(c_aug_jpeg_, d.augment_ns, sub(d.augmented, d.from_decoded));
   mean(c_aug_dec_, d.augment_from_decoded_ns, d.from_decoded);
+  if (d.from_decoded > 0 && d.augment_from_decoded_ns > 0) {
+    aug_dec_tick_ = ticks_;
+    if (c_aug_jpeg_.has_value() && c_aug_jpeg_.value() > 0) aug_dec_ratio_ = c_aug_dec_.value() / c_aug_jpeg_.value();
+  }
 }
 
 void Profiler::update_copy(const Snapshot& d) {
@@ -250,6 +255,17 @@ Profile Profiler::profile() const {
     prior("c_aug_from_decoded",
           fmt::format("prior {:g} x the augment-from-JPEG cost (nothing augmented from pixels yet)",
                       Priors::kAugmentFromDecodedShare));
+  } else if (const uint64_t age = ticks_ - aug_dec_tick_; age > cfg_.stale_ticks && aug_dec_ratio_ > 0) {
+    // Stale (ProfilerConfig::stale_ticks): scaled with the cost measured since, ageing to the prior.
+    const double keep = std::pow(0.5, double(age - cfg_.stale_ticks) / cfg_.stale_half_life_ticks);
+    const double ratio =
+        Priors::kAugmentFromDecodedShare + keep * (aug_dec_ratio_ - Priors::kAugmentFromDecodedShare);
+    aug_dec = ratio * aug_jpeg;
+    p.notes.push_back({"c_aug_from_decoded",
+                       fmt::format("nothing rendered from pixels for {} ticks: {:.3f} x the augment-from-JPEG "
+                                   "cost (last measured {:.3f} x, ageing toward the prior {:g} x)",
+                                   age, ratio, aug_dec_ratio_, Priors::kAugmentFromDecodedShare),
+                       true});  // an assumption about the input, as a prior is
   }
   p.c_dec = dec;
   p.c_aug_from_jpeg = aug_jpeg;

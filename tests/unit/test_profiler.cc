@@ -258,6 +258,52 @@ TEST(Profiler, OnlyAugmentFromJpegMeasuredGivesAPriorForDecode) {
   EXPECT_FALSE(has_note(p, "c_aug", true));
 }
 
+// Issue 13: a cost the plan stops exercising must not pin the plan. Renders from pixels measured
+// once at a third of a render from the JPEG (under load), then none for stale_ticks: c_aug'
+// follows the JPEG cost measured since at that ratio, and the ratio ages toward the prior.
+TEST(Profiler, AnUnexercisedAugmentFromPixelsCostFollowsTheJpegCostAndAgesTowardThePrior) {
+  Fixture f;
+  bump(f.render().augmented, 1000);
+  bump(f.render().augment_cpu_ns, 1'000'000'000);  // 1 ms from the JPEG
+  f.tick();
+  bump(f.render().augmented, 1000);
+  bump(f.render().from_decoded, 1000);
+  bump(f.render().augment_from_decoded_cpu_ns, 400'000'000);  // 0.4 ms from pixels, measured under load
+  f.tick();
+  Profile p = f.profiler->profile();
+  EXPECT_NEAR(p.c_aug_from_decoded, 0.4e-3, 1e-9);
+  const ProfilerConfig cfg;
+  for (uint64_t t = 1; t < cfg.stale_ticks; t++) f.tick();
+  p = f.profiler->profile();
+  EXPECT_NEAR(p.c_aug_from_decoded, 0.4e-3, 1e-9) << "not stale yet";
+  EXPECT_FALSE(has_note(p, "c_aug_from_decoded", true));
+
+  bump(f.render().augmented, 1000);
+  bump(f.render().augment_cpu_ns, 500'000'000);  // the machine got quieter: 0.5 ms from the JPEG
+  f.tick();
+  p = f.profiler->profile();
+  const double ratio = 0.4;  // 0.4 ms / 1 ms when last measured
+  EXPECT_NEAR(p.c_aug_from_decoded / p.c_aug_from_jpeg, ratio, 0.01);
+  EXPECT_LT(p.c_aug_from_decoded, 0.21e-3) << "did not follow the cost from the JPEG";
+  EXPECT_TRUE(has_note(p, "c_aug_from_decoded", true));
+
+  for (uint64_t t = 0; t < uint64_t(cfg.stale_half_life_ticks); t++) f.tick();
+  p = f.profiler->profile();
+  const double share = ProfilerPriors::kAugmentFromDecodedShare;
+  const double aged = share + 0.5 * (ratio - share);  // one half-life more (plus the tick above)
+  EXPECT_NEAR(p.c_aug_from_decoded / p.c_aug_from_jpeg, aged, 0.01);
+  for (uint64_t t = 0; t < 20 * uint64_t(cfg.stale_half_life_ticks); t++) f.tick();
+  EXPECT_NEAR(f.profiler->profile().c_aug_from_decoded / p.c_aug_from_jpeg, share, 1e-4);
+
+  bump(f.render().augmented, 1000);  // rendered from pixels again: measured, no longer aged
+  bump(f.render().from_decoded, 1000);
+  bump(f.render().augment_from_decoded_cpu_ns, 300'000'000);
+  f.tick();
+  p = f.profiler->profile();
+  EXPECT_FALSE(has_note(p, "c_aug_from_decoded", true));
+  EXPECT_GT(p.c_aug_from_decoded, 0.29e-3);
+}
+
 TEST(Profiler, CopyBandwidthIsOneThreadsRateTimesTheCores) {
   Fixture f;
   bump(f.replies.bytes, 1'000'000'000);

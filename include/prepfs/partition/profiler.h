@@ -55,6 +55,14 @@ struct ProfilerConfig {
   double sample_alpha = 0.01;
   double peak_decay = 0.99;          // per tick, of the held aggregate-rate peaks
   uint64_t size_refresh_ticks = 60;  // mean sizes are recomputed (O(files)) this often
+  // A cost the plan stops exercising is never measured again, and the plan could lock onto a
+  // value measured once under load (issue 13: variants cached at aug_reuse=4 because renders from
+  // pixels once measured 0.44 ms; none was rendered from pixels after that). After this many
+  // ticks without a render from pixels, c_aug' follows the augment-from-JPEG cost at the ratio
+  // last measured between them, and that ratio ages toward the prior share with this half-life, so
+  // the plan tries pixels again and measures them.
+  uint64_t stale_ticks = 60;
+  double stale_half_life_ticks = 120;
 };
 
 // Priors, where nothing has been measured yet. The source's are "remote storage", the premise of
@@ -197,6 +205,8 @@ class Profiler {
   model::Ewma ssd_read_stream_bw_, ssd_write_bw_;
   DecayingPeak ssd_read_peak_bw_;
   model::Ewma c_dec_, c_aug_jpeg_, c_aug_dec_;
+  double aug_dec_ratio_ = 0;     // c_aug' / (c_dec + c_aug) when c_aug' was last measured (0: never both)
+  uint64_t aug_dec_tick_ = 0;    // the tick it was last measured in
   model::Ewma copy_call_bw_;
   std::array<model::Ewma, kForms> view_share_;
 
