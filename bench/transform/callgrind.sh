@@ -21,7 +21,7 @@ count() {  # count NAME OUTFILE: instructions per item from a callgrind output f
 
 printf "%-28s %12s\n" "case ($n items)" "instr/item"
 for c in "resize ref" "resize" "resize SSE4" "resize SCALAR" "decoded->variant ref" "decoded->variant" "decode 8x8" \
-         "decode" "jpeg ref" "jpeg exact" "jpeg crop" "jpeg dct" "jpeg crop+dct" "jpeg crop+dct ref"; do
+         "decode" "jpeg ref" "jpeg exact" "jpeg crop" "jpeg dct" "jpeg crop+dct" "jpeg crop+dct ref" "jpeg verified"; do
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" --toggle-collect='*run_items*' \
     "$xf" --only "$c" --items "$n" "$data" > /dev/null 2>&1
   count "$c" "$tmp/cg"

@@ -22,6 +22,8 @@
 //   jpeg dct               + DCT scaling (dct_min_ratio 2; not exact)
 //   jpeg crop+dct          both: the daemon's defaults (crop_decode=1 fast_paths=1)
 //   jpeg crop+dct ref      both, reference kernels
+//   jpeg verified          the daemon's defaults for a file already decoded to its end once
+//                          (store/verified_files.h): the decode stops at the crop's bottom
 // The DCT cases also print the mean absolute difference to the exact path (levels of 255).
 //
 // Timing: R rounds (default 3); in each, every case runs for T/R CPU-seconds of this thread, so
@@ -191,6 +193,7 @@ std::vector<Case> make_cases(const PipelineSpec& spec) {
   cs.emplace_back("jpeg dct", jpeg(FastPaths{false, true, 2.0}, ResampleKernel::kSimd));
   cs.emplace_back("jpeg crop+dct", jpeg(FastPaths{true, true, 2.0}, ResampleKernel::kSimd));
   cs.emplace_back("jpeg crop+dct ref", jpeg(FastPaths{true, true, 2.0}, ResampleKernel::kReference));
+  cs.emplace_back("jpeg verified", jpeg(FastPaths{true, true, 2.0, true}, ResampleKernel::kSimd));
   return cs;
 }
 

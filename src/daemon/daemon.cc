@@ -352,6 +352,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   rc.cpu = transform_cores(opts);
   rc.transform_mem = transform_mem(opts, rc.cpu);
   rc.max_input = opts.max_input;
+  rc.files = p.tree->size();
   p.renderer = std::make_unique<Renderer>(rc, p.renders);
   p.cpu = std::make_unique<CpuAutoscaler>(autoscaler_config(opts, rc.cpu), p.renders,
                                           [&p](unsigned slots) { p.renderer->set_cpu_slots(slots); });

@@ -240,6 +240,7 @@ std::string render_metrics(const StatsSources& s) {
   p.sample("prepfs_transform_renders_total", {{"kind", "decoded"}}, load(rc.decoded));
   p.sample("prepfs_transform_renders_total", {{"kind", "augmented"}}, load(rc.augmented));
   p.sample("prepfs_transform_renders_total", {{"kind", "augmented_from_decoded"}}, load(rc.from_decoded));
+  p.sample("prepfs_transform_renders_total", {{"kind", "augmented_stopped_below_crop"}}, load(rc.stopped_below_crop));
   counter("prepfs_transform_errors_total", "Files that could not be decoded or augmented.", load(rc.errors));
   p.family("prepfs_transform_cpu_seconds_total", "counter", "Thread CPU time spent in decode and augment.");
   p.sample("prepfs_transform_cpu_seconds_total", {}, double(load(rc.cpu_ns)) / 1e9);

@@ -43,7 +43,8 @@ Renderer::Renderer(RenderConfig cfg, RenderCounters& counters)
     : cfg_(std::move(cfg)),
       counters_(counters),
       cpu_slots_(std::max<uint64_t>(1, cfg_.cpu)),
-      memory_(cfg_.transform_mem) {
+      memory_(cfg_.transform_mem),
+      verified_(cfg_.files) {
   counters_.cpu_slots.store(cpu_slots_.total(), std::memory_order_relaxed);
   uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
   decoded_hash_ = XXH3_64bits(&fmt, 1);
@@ -147,6 +148,7 @@ ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg, SlotUse slot)
     if (n != c->size())
       throw transform::DecodeError(transform::DecodeError::Kind::kCorrupt,
                                    "decoded size differs from the header's promise");
+    verified_.insert(s.node, s.version);  // a full decode
     bump(counters_.decoded);
     return ChunkRef(c);
   });
@@ -178,8 +180,13 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
     opts.limits.max_pixels = cfg_.shapes.max_pixels;
     opts.limits.max_memory = memory.libjpeg;
     opts.fast = cfg_.fast;
+    // These bytes decoded to their end before: the crop need not read below itself.
+    const bool verified = verified_.contains(s.node, s.version);
+    opts.fast.stop_below_crop = cfg_.fast.crop_decode && verified;
     transform::Image img = transform::augment_jpeg(bytes.bytes, cfg_.shapes.spec, rng, opts);
+    if (!verified) verified_.insert(s.node, s.version);  // read to the end without an error
     ChunkRef out = encode_chunk(cfg_.shapes.format, img, out_size);
+    if (opts.fast.stop_below_crop) bump(counters_.stopped_below_crop);
     bump(counters_.augmented);
     return out;
   });

@@ -89,7 +89,8 @@ Image fast_rrc(JpegReader& rd, const RrcOp& op, RandomSource& rs, const FastPath
   const int rx1 = std::max(rx0 + 1, static_cast<int>(std::ceil(bx1)));
   const int ry1 = std::max(ry0 + 1, static_cast<int>(std::ceil(by1)));
 
-  DecodedRegion d = fast.crop_decode ? rd.decode(m, Rect{rx0, ry0, rx1 - rx0, ry1 - ry0}) : rd.decode(m);
+  DecodedRegion d = fast.crop_decode ? rd.decode(m, Rect{rx0, ry0, rx1 - rx0, ry1 - ry0}, !fast.stop_below_crop)
+                                     : rd.decode(m);
   const ImageView v = d.image.view().sub(rx0 - d.x, ry0 - d.y, rx1 - rx0, ry1 - ry0);
   if (m == 8) {
     // Integer crop: exactly torchvision's crop-then-resize.

@@ -211,8 +211,8 @@ std::pair<int, int> JpegReader::scaled_size(int scale_eighths) const {
   return {up(s_->info.width), up(s_->info.height)};
 }
 
-DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region) {
-  return decode_impl(scale_eighths, region, {});
+DecodedRegion JpegReader::decode(int scale_eighths, std::optional<Rect> region, bool read_rest) {
+  return decode_impl(scale_eighths, region, {}, read_rest);
 }
 
 void JpegReader::decode_into(std::span<std::uint8_t> rgb) {
@@ -222,7 +222,8 @@ void JpegReader::decode_into(std::span<std::uint8_t> rgb) {
   decode_impl(8, std::nullopt, rgb);
 }
 
-DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest) {
+DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest,
+                                      bool read_rest) {
   State& s = *s_;
   if (s.used) throw DecodeError(Kind::kCorrupt, "JpegReader::decode called twice");
   s.used = true;
@@ -316,7 +317,7 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
         // entropy-decodes the iMCU rows it skips (no IDCT, upsampling or colour conversion: most
         // of a crop's saving stays), except that a skip reaching the last row returns without
         // reading anything; so the last row is read for real, into last_row.
-        if (partial && ci.output_scanline < ci.output_height) {
+        if (partial && read_rest && ci.output_scanline < ci.output_height) {
           const JDIMENSION left = ci.output_height - ci.output_scanline;
           if (left > 1) jpeg_skip_scanlines(&ci, left - 1);
           while (ci.output_scanline < ci.output_height) {
@@ -331,6 +332,10 @@ DecodedRegion JpegReader::decode_impl(int scale_eighths, std::optional<Rect> reg
   // result): input that ends inside a segment after the image is no error for it, while a marker
   // that is wrong there (a second scan in a baseline file, say) is. So running out of input while
   // finishing is accepted, and any other error is not.
+  if (partial && !read_rest && ci.output_scanline < ci.output_height) {
+    jpeg_abort_decompress(&ci);  // the caller knows the rest decodes (see decode())
+    return out;
+  }
   s.err.out_of_data = false;
   if (!guarded(s, [&] { jpeg_finish_decompress(&ci); }) && !s.err.out_of_data) throw_from(s);
   return out;

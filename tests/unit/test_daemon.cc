@@ -19,6 +19,7 @@
 #include "prepfs/partition/profiler.h"
 #include "prepfs/store/render_ahead.h"
 #include "prepfs/store/sample_store.h"
+#include "prepfs/store/verified_files.h"
 #include "prepfs/transform/augment.h"
 #include "prepfs/transform/jpeg_header.h"
 #include "prepfs/transform/pipeline_spec.h"
@@ -493,6 +494,37 @@ TEST(Daemon, AVariantRenderedAgainKeepsItsPagesWhenItsBytesAreTheSame) {
   EXPECT_EQ(kernel.dropped.size(), 1u) << "dropped pages that held the same bytes";
   fs.release(ino, b.fh);
   fs.attach_page_cache(nullptr);
+}
+
+// Issue 13: after a file's bytes have decoded to their end once, a variant from the JPEG reads
+// no further than its crop, and still gives exactly the variant (seed, path, k) defines.
+TEST(Daemon, VariantsFromAVerifiedJpegStopBelowTheCropWithTheSameBytes) {
+  Rig rig("probe=mount,aug_reuse=1,render_ahead=0,ram=0,ssd=0", Rig::kPhotos);  // every variant from the JPEG
+  Daemon d(rig.opts);
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  const auto& [path, jpeg] = rig.images[0];
+  const uint64_t ino = walk(d.augmented_fs(), 1, path.substr(0, path.size() - 4) + ".ppm");
+  for (uint32_t k = 0; k < 4; k++) {
+    transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, k);
+    EXPECT_TRUE(read_file(d.augmented_fs(), ino) ==
+                str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm,
+                                                augment_options(rig.opts))))
+        << "variant " << k;
+  }
+  EXPECT_EQ(load(d.renders().from_decoded), 0u);
+  EXPECT_EQ(load(d.renders().stopped_below_crop), 3u) << "the first render reads the whole file, the others stop";
+}
+
+TEST(VerifiedFiles, HoldsAFileVersionAndNothingElse) {
+  VerifiedFiles v(100);
+  const FileVersion a{1000, 5, 7}, b{1000, 6, 7};
+  EXPECT_FALSE(v.contains(3, a));
+  v.insert(3, a);
+  EXPECT_TRUE(v.contains(3, a));
+  EXPECT_FALSE(v.contains(3, b)) << "another version of the file";
+  EXPECT_FALSE(v.contains(4, a)) << "another file";
+  for (uint32_t node = 0; node < 100000; node++) v.insert(node + 10, a);  // far more than it holds
+  for (uint32_t node = 0; node < 100000; node++) EXPECT_FALSE(v.contains(node + 10, b));
 }
 
 }  // namespace

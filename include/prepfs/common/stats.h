@@ -71,6 +71,7 @@ struct RenderCounters {
   std::atomic<uint64_t> decoded{0};       // decoded files rendered
   std::atomic<uint64_t> augmented{0};     // augmented variants rendered
   std::atomic<uint64_t> from_decoded{0};  // variants rendered from cached decoded pixels
+  std::atomic<uint64_t> stopped_below_crop{0};  // variants from a JPEG known to decode: read down to the crop only
   std::atomic<uint64_t> errors{0};        // files that could not be rendered (EIO)
   std::atomic<uint64_t> cpu_ns{0};        // thread CPU time spent in transforms
   // The same split by kind, for the partition model's per-sample costs.

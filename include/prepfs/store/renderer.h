@@ -23,6 +23,7 @@
 #include "prepfs/index/sample_shapes.h"
 #include "prepfs/store/render_memory.h"
 #include "prepfs/store/sample.h"
+#include "prepfs/store/verified_files.h"
 #include "prepfs/transform/augment.h"
 
 namespace prepfs {
@@ -35,6 +36,7 @@ struct RenderConfig {
   uint64_t transform_mem = 512ull << 20;                     // bytes all renders in progress may use together
   uint64_t max_input = 128ull << 20;                         // larger image files are refused (EIO)
   std::chrono::milliseconds wait{std::chrono::seconds(60)};  // for a cpu slot, for memory
+  uint64_t files = 0;  // files in the tree: sizes the set of files verified to decode to their end
 };
 
 // A JPEG's bytes, borrowed from a cached chunk when the file is one chunk (no copy), else
@@ -102,6 +104,7 @@ class Renderer {
   uint64_t augmented_hash_;
   ResourceBudget cpu_slots_;
   ResourceBudget memory_;
+  VerifiedFiles verified_;  // decoded to their end once: later crops stop reading below themselves
   std::mutex logged_mu_;
   std::unordered_set<uint32_t> logged_;  // files whose failure was already logged
 };

@@ -10,6 +10,10 @@
 //    equal a full decode's, and the rest of the file is still read (entropy-decoded, markers
 //    checked to EOI), so it fails on exactly the files a full decode fails on: this path is exact
 //    in bytes and in errors (tested against PIL on damaged files), and pipeline_key ignores it.
+//  - stop_below_crop (with crop_decode): stop reading at the bottom of the crop instead of
+//    entropy-decoding the rest. Same pixels (rows never depend on the rows below them), but a file
+//    damaged below the crop would pass; so the caller sets it only for bytes it has seen decode
+//    to their end without error (store/verified_files.h), and then the errors are the same too.
 //  - dct_scale: let libjpeg downscale by 1/2, 1/4 or 1/8 in the DCT domain while the decoded crop
 //    stays at least dct_min_ratio times the target size, then resample from the scaled frame with
 //    the crop box mapped to scaled (fractional) coordinates. Pixels change slightly.
@@ -39,6 +43,7 @@ struct FastPaths {
   bool crop_decode = false;
   bool dct_scale = false;
   double dct_min_ratio = 2.0;
+  bool stop_below_crop = false;  // only for input known to decode to its end (see above)
 };
 
 struct AugmentOptions {

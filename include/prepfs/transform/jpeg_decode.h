@@ -86,8 +86,10 @@ class JpegReader {
   // region are those of a full decode at the same scale: a margin of one iMCU is decoded around
   // it so that fancy upsampling sees the same neighbours (tested in test_jpeg_decode_pil).
   // The rest of the file is still read (rows above and below the region entropy-decoded only,
-  // markers checked to EOI), so a region decode fails iff the full decode fails.
-  DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt);
+  // markers checked to EOI), so a region decode fails iff the full decode fails. With
+  // read_rest = false the decode stops after the region's last row: the same pixels, but damage
+  // below the region goes unseen (for input known to decode to its end).
+  DecodedRegion decode(int scale_eighths = 8, std::optional<Rect> region = std::nullopt, bool read_rest = true);
 
   // The exact full-size decode, written straight into rgb (at least width*height*3 bytes,
   // rows packed): lets the decoded/ view write pixels into its output file buffer, after the
@@ -97,7 +99,8 @@ class JpegReader {
   struct State;  // libjpeg state; opaque (defined in jpeg_decode.cc)
 
  private:
-  DecodedRegion decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest);
+  DecodedRegion decode_impl(int scale_eighths, std::optional<Rect> region, std::span<std::uint8_t> dest,
+                            bool read_rest = true);
   std::unique_ptr<State> s_;
 };
 

@@ -130,6 +130,43 @@ TEST(Augment, CropDecodeIsExact) {
   }
 }
 
+// stop_below_crop (set by the store only for bytes it has decoded to their end once:
+// store/verified_files.h) gives the very pixels crop_decode gives, with or without DCT scaling,
+// on baseline and progressive files.
+TEST(Augment, StoppingBelowTheCropGivesTheSamePixels) {
+  EncodeParams progressive;
+  progressive.progressive = true;
+  for (const auto& j : {make(333, 251), make(250, 330, 1), make(160, 120, 4), make(500, 375, 3, progressive)}) {
+    for (const char* spec : {kDefaultAugmentSpec.data(), "rrc(50,0.01,0.05)", "rrc(64,0.3,1);hflip(0.5)"}) {
+      const PipelineSpec s = PipelineSpec::parse(spec);
+      for (std::uint64_t k = 0; k < 20; ++k) {
+        for (bool dct : {false, true}) {
+          EXPECT_EQ(run(j, s, k, FastPaths{true, dct, 2.0}).pixels, run(j, s, k, FastPaths{true, dct, 2.0, true}).pixels)
+              << spec << " variant " << k << (dct ? " dct" : "");
+        }
+      }
+    }
+  }
+}
+
+// Why it is only for verified bytes: a file cut short below the crop fails crop_decode, as it
+// fails a full decode, but passes when the read stops at the crop.
+TEST(Augment, StoppingBelowTheCropMissesDamageBelowIt) {
+  const Bytes whole = make(333, 251);
+  const Bytes cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() * 6 / 10));
+  const PipelineSpec s = PipelineSpec::parse("rrc(32,0.01,0.05)");  // small crops, often near the top
+  int passed = 0;
+  for (std::uint64_t k = 0; k < 40; ++k) {
+    EXPECT_THROW(run(cut, s, k, FastPaths{true, false, 2.0}), DecodeError) << "variant " << k;
+    try {
+      run(cut, s, k, FastPaths{true, false, 2.0, true});
+      ++passed;
+    } catch (const DecodeError&) {  // a crop reaching into the missing rows
+    }
+  }
+  EXPECT_GT(passed, 0);
+}
+
 // DCT scaling changes pixels; "statistically equivalent" (augment.h) is checked as: identical
 // geometry and flip for the same draws (so a per-pixel comparison is meaningful), a mean absolute
 // difference over all outputs of at most 0.5 levels, no single output above 2 levels, and
