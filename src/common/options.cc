@@ -101,7 +101,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"aug_page_cache", "BOOL",
-       "with aug_reuse > 1, let the kernel's page cache serve the repeat opens of a variant (default 1)"},
+       "let the kernel's page cache serve augmented/ files, a variant's repeat opens without a request (default 1)"},
       {"render_ahead", "BOOL",
        "after an open of augmented/, render that file's next variant while a cpu slot is idle (default 1)"},
       {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},

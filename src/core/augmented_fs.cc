@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <xxhash.h>
-
 #include <cerrno>
 
 #include "prepfs/common/error.h"
@@ -25,8 +23,7 @@ AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& cou
       timeout_(timeout),
       unowned_(unowned),
       opens_(new std::atomic<uint32_t>[tree.size()]),
-      use_page_cache_(page_cache && aug_reuse_ > 1),  // with one open per variant, nothing to reuse
-      cached_(use_page_cache_ ? new CachedPages[tree.size()] : nullptr) {
+      pages_(page_cache ? std::make_unique<VariantPages>(tree.size()) : nullptr) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
 }
 
@@ -99,58 +96,29 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   // wake the render-ahead thread to find it ready, a context switch per open.
   if (ahead_ && last_serve) ahead_->after_serve(node);
   OpenReply r;
-  const bool cached = read_through_page_cache(node, n / aug_reuse_, bytes);
-  r.fh = open_.add(bytes, bytes->data(), bytes->size(), cached ? kPageCacheHandle : 0);
-  r.keep_cache = cached;
-  r.direct_io = !cached;  // a reader of another variant than the cached one must not touch the pages
+  using Mode = VariantPages::Mode;
+  const Mode mode = pages_ ? pages_->open(node, n / aug_reuse_, bytes) : Mode::bypass;
+  r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_ ? uint64_t(mode) : 0);
+  r.direct_io = mode == Mode::bypass;
+  // A bypassing handle leaves the pages of the others alone; the first of new bytes drops them.
+  r.keep_cache = pages_ && mode != Mode::invalidate;
+  if (mode != Mode::bypass) bump(counters_.augmented_page_cache_opens);
+  if (mode == Mode::invalidate) bump(counters_.augmented_page_invalidations);
   return r;
 }
 
-bool AugmentedFs::read_through_page_cache(uint32_t node, uint32_t variant, const ChunkRef& bytes) {
-  if (!use_page_cache_) return false;
-  PageCache* pc = page_cache_.load();
-  if (!pc) return false;
-  std::lock_guard lock(cached_mu_[node % cached_mu_.size()]);
-  CachedPages& c = cached_[node];
-  // The pages are good only for the very bytes they were filled from. A variant the daemon
-  // rendered again (its entry evicted meanwhile) may differ: crop decode and DCT scaling from a
-  // JPEG and a render from cached pixels are different arithmetic. The same entry is the same
-  // bytes; another entry is checked by content hash.
-  bool same = c.variant == variant && c.bytes.lock() == bytes;
-  if (!same && c.variant == variant && XXH3_64bits(bytes->data(), bytes->size()) == c.hash) {
-    c.bytes = bytes;
-    same = true;
-  }
-  if (!same) {
-    if (c.readers > 0) return false;  // readers of the old bytes still fill and read the pages
-    // Under the stripe lock, so that no open of the new bytes reads the old pages before they are
-    // gone. No page-cache handle is open, so no read holds a page the drop would wait on.
-    c.variant = CachedPages::kNone;
-    if (!pc->drop(node + 1)) return false;
-    c.variant = variant;
-    c.bytes = bytes;
-    c.hash = XXH3_64bits(bytes->data(), bytes->size());
-    bump(counters_.augmented_page_drops);
-  }
-  c.readers++;
-  bump(counters_.augmented_page_cache_opens);
-  return true;
-}
-
-void AugmentedFs::page_cache_reader_gone(uint32_t node) {
-  std::lock_guard lock(cached_mu_[node % cached_mu_.size()]);
-  if (cached_[node].readers > 0) cached_[node].readers--;
-}
-
-std::vector<Slice> AugmentedFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {
-  std::vector<Slice> out = open_.read(fh, off, size);
+std::vector<Slice> AugmentedFs::read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) {
+  uint64_t tag = 0;
+  std::vector<Slice> out = open_.read(fh, off, size, &tag);
+  if (tag == uint64_t(VariantPages::Mode::invalidate)) pages_->invalidated(node_of(ino));
   bump(counters_.augmented_reads);
   for (const Slice& s : out) bump(counters_.augmented_read_bytes, s.len);
   return out;
 }
 
 void AugmentedFs::release(uint64_t ino, uint64_t fh) {
-  if (open_.release(fh) == kPageCacheHandle) page_cache_reader_gone(node_of(ino));
+  const uint64_t tag = open_.release(fh);
+  if (tag != 0 && pages_) pages_->release(node_of(ino), VariantPages::Mode(tag));
 }
 
 FsStat AugmentedFs::statfs() {

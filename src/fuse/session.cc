@@ -77,7 +77,6 @@ void FuseSession::mount() {
 }
 
 void FuseSession::start() {
-  fs_.attach_page_cache(this);
   loop_ = std::thread([this] {
     fuse_loop_config* lc = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(lc, cfg_.max_threads);
@@ -94,15 +93,7 @@ void FuseSession::start() {
   });
 }
 
-bool FuseSession::drop(uint64_t ino) {
-  int rc = fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
-  if (rc == 0 || rc == -ENOENT) return true;  // ENOENT: the kernel holds no inode, so no pages
-  spdlog::debug("drop the pages of inode {}: {}", ino, std::strerror(-rc));
-  return false;
-}
-
 void FuseSession::stop() {
-  fs_.attach_page_cache(nullptr);
   if (notifier_.joinable()) {
     notify_stop_ = true;
     notifier_.join();

@@ -227,11 +227,11 @@ std::string render_metrics(const StatsSources& s) {
   counter("prepfs_augmented_opens_total", "Opens of augmented/ files.", load(fc.augmented_opens));
   counter("prepfs_augmented_reads_total", "Read requests that reached augmented/ (not answered by the page cache).",
           load(fc.augmented_reads));
-  counter("prepfs_augmented_page_cache_opens_total",
-          "Opens of augmented/ that read through the kernel's page cache (aug_reuse > 1).",
+  counter("prepfs_augmented_page_cache_opens_total", "Opens of augmented/ that read through the kernel's page cache.",
           load(fc.augmented_page_cache_opens));
-  counter("prepfs_augmented_page_drops_total", "Times a file's cached pages were dropped for its next variant.",
-          load(fc.augmented_page_drops));
+  counter("prepfs_augmented_page_invalidations_total",
+          "Opens of augmented/ that had the kernel drop the file's older pages.",
+          load(fc.augmented_page_invalidations));
   counter("prepfs_fs_revalidations_total", "Files revalidated against the source (metadata_ttl).",
           load(fc.revalidations));
 

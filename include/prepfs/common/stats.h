@@ -113,12 +113,12 @@ struct ViewCounters {
   std::atomic<uint64_t> raw_samples{0};
   std::atomic<uint64_t> decoded_samples{0};
   std::atomic<uint64_t> augmented_opens{0};
-  // augmented/ opens that read through the kernel's page cache (aug_reuse > 1), and how often a
-  // file's cached pages were dropped because its variant changed.
+  // augmented/ opens that read through the kernel's page cache, and those of them that had the
+  // kernel drop the file's older pages (core/variant_pages.h).
   std::atomic<uint64_t> augmented_reads{0};  // read requests that reached augmented/
   std::atomic<uint64_t> augmented_read_bytes{0};
   std::atomic<uint64_t> augmented_page_cache_opens{0};
-  std::atomic<uint64_t> augmented_page_drops{0};
+  std::atomic<uint64_t> augmented_page_invalidations{0};
 };
 
 // Prefetching from published orders (store/prefetcher.h).

@@ -11,8 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "prepfs/core/page_cache.h"
-
 namespace prepfs {
 
 struct Attr {
@@ -64,9 +62,6 @@ class Filesystem {
   // Mutations. The data views are read-only; only control files accept writes (commands).
   virtual size_t write(uint64_t ino, uint64_t fh, uint64_t off, std::string_view data);
   virtual Attr truncate(uint64_t ino, uint64_t size);
-  // The kernel's page cache for this filesystem's inodes, from the session that serves it (null
-  // when none does, or once it stops). Only views that manage their own page caching use it.
-  virtual void attach_page_cache(PageCache*) {}
 };
 
 }  // namespace prepfs

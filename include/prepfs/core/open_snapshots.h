@@ -25,14 +25,15 @@ class OpenSnapshots {
     return fh;
   }
 
-  std::vector<Slice> read(uint64_t fh, uint64_t off, size_t size) const {
-    Slice s = get(fh);
+  // tag (if not null): the handle's tag.
+  std::vector<Slice> read(uint64_t fh, uint64_t off, size_t size, uint64_t* tag = nullptr) const {
+    Slice s = get(fh, tag);
     if (off >= s.len) return {};
     size_t n = static_cast<size_t>(std::min<uint64_t>(size, s.len - off));
     return {Slice{s.hold, s.data + off, n}};
   }
 
-  void check(uint64_t fh) const { get(fh); }  // throws EBADF for an unknown handle
+  void check(uint64_t fh) const { get(fh, nullptr); }  // throws EBADF for an unknown handle
 
   // Forgets the handle; returns its tag (0 for an unknown handle).
   uint64_t release(uint64_t fh) {
@@ -50,10 +51,11 @@ class OpenSnapshots {
     uint64_t tag = 0;
   };
 
-  Slice get(uint64_t fh) const {
+  Slice get(uint64_t fh, uint64_t* tag) const {
     std::lock_guard lock(mu_);
     auto it = open_.find(fh);
     if (it == open_.end()) throw Error(EBADF, "unknown handle");
+    if (tag) *tag = it->second.tag;
     return it->second.bytes;
   }
 

@@ -33,21 +33,16 @@ struct SessionConfig {
   uint32_t uid = 0, gid = 0;                // the mounting user: owns entries without an owner
 };
 
-// Also the kernel's page cache of its inodes, for a Filesystem that manages its own page caching.
-class FuseSession final : public PageCache {
+class FuseSession {
  public:
   FuseSession(Filesystem& fs, SessionConfig cfg);
-  ~FuseSession() override;
+  ~FuseSession();
   FuseSession(const FuseSession&) = delete;
   FuseSession& operator=(const FuseSession&) = delete;
 
   void mount();  // throws Error with a clear message
   void start();  // serves requests on background threads
   void stop();   // unmounts and waits for the workers; safe to call twice
-
-  // Synchronous: the kernel has dropped the pages when this returns. Safe from a request handler
-  // as long as no read of that inode is in flight (a read holds a page the drop would wait on).
-  bool drop(uint64_t ino) override;
 
   // Used by the request handlers (C callbacks); not for other callers.
   Filesystem& fs() { return fs_; }
