@@ -53,22 +53,18 @@ declare -A OPTS=(
 )
 declare -A COMPARED=()  # mount -> the option it adds
 i=0
-for opt in $COMPARE; do
+compare() {  # compare REUSE OPTION: mounts aug and npy (aug4, npy4 for REUSE 4) with OPTION added
+  local reuse=$1 opt=$2 suffix=""
+  [[ $reuse == 1 ]] || suffix=$reuse
   i=$((i + 1))
-  MOUNTS+=" aug-c$i npy-c$i"
-  OPTS[aug-c$i]="aug_reuse=1,$opt"
-  OPTS[npy-c$i]="decoded_format=npy,aug_reuse=1,$opt"
-  COMPARED[aug-c$i]=$opt
-  COMPARED[npy-c$i]=$opt
-done
-for opt in $COMPARE_R4; do
-  i=$((i + 1))
-  MOUNTS+=" aug4-c$i npy4-c$i"
-  OPTS[aug4-c$i]="aug_reuse=4,$opt"
-  OPTS[npy4-c$i]="decoded_format=npy,aug_reuse=4,$opt"
-  COMPARED[aug4-c$i]=$opt
-  COMPARED[npy4-c$i]=$opt
-done
+  MOUNTS+=" aug$suffix-c$i npy$suffix-c$i"
+  OPTS[aug$suffix-c$i]="aug_reuse=$reuse,$opt"
+  OPTS[npy$suffix-c$i]="decoded_format=npy,aug_reuse=$reuse,$opt"
+  COMPARED[aug$suffix-c$i]=$opt
+  COMPARED[npy$suffix-c$i]=$opt
+}
+for opt in $COMPARE; do compare 1 "$opt"; done
+for opt in $COMPARE_R4; do compare 4 "$opt"; done
 declare -A PIDS=()
 
 log() { echo "[loader-bench] $*" >&2; }
