@@ -243,6 +243,13 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
     fuse_reply_write(req, fs_of(req).write(ino, fi->fh, static_cast<uint64_t>(off), std::string_view(buf, size)));
   });
 }
+// No file here is a device: ENOTTY is what ioctl(2) answers for a command a file does not know.
+// (Left unset, libfuse answers ENOSYS, which the kernel hands to the caller as is and does not
+// remember: Python's isatty() on every open, lsattr, ... would see "Function not implemented".)
+void op_ioctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned, const void*, size_t,
+              size_t) {
+  fuse_reply_err(req, ENOTTY);
+}
 void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { erofs(req); }
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { erofs(req); }
 
@@ -270,6 +277,7 @@ const fuse_lowlevel_ops kOps = [] {
   o.link = op_link;
   o.create = op_create;
   o.write = op_write;
+  o.ioctl = op_ioctl;
   o.setxattr = op_setxattr;
   o.removexattr = op_removexattr;
   return o;

@@ -133,3 +133,4 @@ def test_concurrent_readers_each_read_one_whole_variant(dataset, reuse):
     assert all(g in index for g in got), "a reader saw bytes that are no variant"
     assert Counter(index[g] for g in got) == {i: reuse for i in range(len(variants))}
     assert s["augmented_opens"] == total, s
+

@@ -189,6 +189,22 @@ def test_render_ahead_serves_the_same_variants_as_rendering_on_open(dataset):
     assert len(set(got["plain"])) == 3 * len(rels)  # variants 0, 1, 2 of each file: 5 opens, aug_reuse=2
 
 
+def test_an_ioctl_is_answered_not_a_tty(dataset):
+    # Python's open() asks isatty() (TCGETS) on every file: the answer must be ENOTTY, as from any
+    # regular file, not ENOSYS.
+    import errno
+    import fcntl
+    import termios
+    rel = images(dataset / "src")[0]
+    with Prepfs(dataset / "src", dataset / "mnt", dataset / "ssd-ioctl") as fs:
+        for path in (view_path(fs.mnt, "augmented", rel), view_path(fs.mnt, "decoded", rel),
+                     os.path.join(fs.mnt, "raw", rel)):
+            with open(path, "rb") as f:
+                with pytest.raises(OSError) as e:
+                    fcntl.ioctl(f.fileno(), termios.TCGETS, bytes(64))
+                assert e.value.errno == errno.ENOTTY, (path, e.value)
+                assert not f.isatty()
+
 def test_bad_augment_spec_is_a_clear_error(dataset):
     with pytest.raises(RuntimeError) as e:
         Prepfs(dataset / "src", dataset / "mnt", dataset / "ssd-spec", "augment=rrc(224;flip")
