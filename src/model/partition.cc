@@ -83,6 +83,13 @@ Usage hit_usage(const Inputs& in, Form f, Tier t) {
     if (in.view == Form::raw) return miss;  // decoded pixels cannot serve raw bytes
     u.cpu_s = in.view == Form::augmented ? in.c_aug_from_decoded : 0.0;
     if (ssd) u.ssd_read_bytes = s_f;
+    if (!ssd && in.variant_beside_pixels()) {
+      // The variant is kept beside the pixels (Inputs::slot_size): one request in R renders it
+      // from them and stores it (a memory copy), the other R-1 read it.
+      const double r = in.aug_reuse;
+      u.cpu_s /= r;
+      u.copy_bytes += in.size_of(Form::augmented) / r;
+    }
     return u;
   }
   // Augmented.
@@ -112,7 +119,7 @@ double Placement::total() const {
 
 double Placement::bytes(const Inputs& in, Tier t) const {
   double b = 0;
-  for (Form f : kAllForms) b += at(f, t) * in.size_of(f);
+  for (Form f : kAllForms) b += at(f, t) * in.slot_size(f, t);
   return b;
 }
 

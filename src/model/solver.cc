@@ -140,10 +140,10 @@ Placement improve_integer(const Inputs& in, Placement p) {
 
 Placement single_form(const Inputs& in, Form f) {
   Placement p;
-  const double s = in.size_of(f);
-  if (s <= 0 || in.samples <= 0) return p;
-  const double ram = std::min(in.samples, std::floor(in.ram_capacity / s));
-  const double ssd = std::min(in.samples - ram, std::floor(in.ssd_capacity / s));
+  const double s_ram = in.slot_size(f, Tier::ram), s_ssd = in.slot_size(f, Tier::ssd);
+  if (s_ram <= 0 || in.samples <= 0) return p;
+  const double ram = std::min(in.samples, std::floor(in.ram_capacity / s_ram));
+  const double ssd = std::min(in.samples - ram, std::floor(in.ssd_capacity / s_ssd));
   p.at(f, Tier::ram) = std::max(0.0, ram);
   p.at(f, Tier::ssd) = std::max(0.0, ssd);
   return p;
@@ -155,7 +155,7 @@ Placement fixed_placement(const Inputs& in, const std::array<std::array<double, 
   for (Tier t : kAllTiers) {
     const double budget = t == Tier::ram ? in.ram_capacity : in.ssd_capacity;
     for (Form f : kAllForms) {
-      const double s = in.size_of(f), share = shares[static_cast<std::size_t>(t)][static_cast<std::size_t>(f)];
+      const double s = in.slot_size(f, t), share = shares[static_cast<std::size_t>(t)][static_cast<std::size_t>(f)];
       if (s <= 0 || share <= 0) continue;
       const double n = std::min(left, std::floor(std::max(0.0, share * budget) / s));
       p.at(f, t) = n;
@@ -187,7 +187,7 @@ Placement solve_continuous(const Inputs& in) {
   }
   for (Tier t : kAllTiers) {  // sum_f x(f,t) S_f N <= capacity
     Row r;
-    for (Form f : kAllForms) r.a[idx(f, t)] = in.size_of(f) * in.samples;
+    for (Form f : kAllForms) r.a[idx(f, t)] = in.slot_size(f, t) * in.samples;
     r.b = std::max(0.0, t == Tier::ram ? in.ram_capacity : in.ssd_capacity);
     push_row(rows, r);
   }

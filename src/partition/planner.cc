@@ -43,6 +43,7 @@ model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
 }
 
 void Planner::enforce(const model::Placement& p, const model::Inputs& planning) {
+  enforced_beside_ = planning.variant_beside_pixels();
   enforced_ = p;
   // No images, no samples: nothing to partition, every file is cached as read.
   if (planning.samples <= 0) return;
@@ -61,6 +62,9 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
     if (budget <= 0) continue;
     for (Form f : kAllForms) {
       double bytes = p.at(f, t) * planning.size_of(f) / cfg_.headroom;
+      // The variants kept beside decoded pixels in RAM count in the augmented share.
+      if (f == Form::augmented && t == Tier::ram && planning.variant_beside_pixels())
+        bytes += p.at(Form::decoded, Tier::ram) * planning.size_of(Form::augmented) / cfg_.headroom;
       // Room for the files that are not samples, with the SSD's 64-byte header per chunk.
       if (f == Form::raw) bytes += cfg_.other_bytes * 1.01 + 65536;
       shares[size_t(t)][size_t(f)] = std::min(1.0, bytes / budget);
@@ -90,7 +94,8 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
       return;
     }
   }
-  if (first || next.n != enforced_.n) {
+  // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
+  if (first || next.n != enforced_.n || planning.variant_beside_pixels() != enforced_beside_) {
     if (!first) status_.moves++;
     enforce(next, planning);
   }

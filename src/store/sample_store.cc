@@ -34,10 +34,16 @@ Sample SampleStore::resolve(uint32_t node) const {
   return s;
 }
 
-Admission SampleStore::admission(const Sample& s, Form form) {
+Admission SampleStore::admission(const Sample& s, Form form) const {
   if (!s.placed || !s.is_sample) return Admission{};
+  if (s.slot && variant_beside_pixels(*s.slot, form)) return Admission{true, false};
   if (!s.slot || s.slot->form != form) return Admission::none();
   return Admission{s.slot->tier == Tier::ram, s.slot->tier == Tier::ssd};
+}
+
+// A variant kept beside its sample's decoded pixels in RAM (StoreConfig::aug_reuse).
+bool SampleStore::variant_beside_pixels(const Slot& slot, Form form) const {
+  return form == Form::augmented && cfg_.aug_reuse > 1 && slot.form == Form::decoded && slot.tier == Tier::ram;
 }
 
 Admission SampleStore::admit(const Sample& s, Form form) const {
@@ -46,8 +52,9 @@ Admission SampleStore::admit(const Sample& s, Form form) const {
       (cfg_.members == StoreConfig::Members::policy_with_order && jobs_.knowledge && jobs_.knowledge->has_future());
   if (!policy || !s.placed || !s.is_sample) return admission(s, form);
   // The plan sizes each (form, tier); the ranking policy picks its members as they are read.
-  const auto held = [&](Tier t) { return (s.held >> (index_of(form) + kForms * index_of(t))) & 1; };
-  return Admission{bool(held(Tier::ram)), bool(held(Tier::ssd))};
+  const auto held = [&](Form f, Tier t) { return (s.held >> (index_of(f) + kForms * index_of(t))) & 1; };
+  const bool beside = variant_beside_pixels(Slot{Form::decoded, Tier::ram}, form) && held(Form::decoded, Tier::ram);
+  return Admission{bool(held(form, Tier::ram)) || beside, bool(held(form, Tier::ssd))};
 }
 
 template <class Make>

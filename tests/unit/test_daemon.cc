@@ -482,5 +482,27 @@ TEST(VerifiedFiles, HoldsAFileVersionAndNothingElse) {
   for (uint32_t node = 0; node < 100000; node++) EXPECT_FALSE(v.contains(node + 10, b));
 }
 
+// Issue 13: with aug_reuse > 1, a sample kept decoded in RAM keeps its variant of the moment there
+// too (the plan counts the room), until the variant's last serve: one render from the pixels
+// serves every open of the variant, whatever room the recent fills have.
+TEST(Daemon, AVariantStaysBesideItsPixelsInRamUntilItsLastServe) {
+  Rig rig("probe=mount,aug_reuse=4,render_ahead=0,partition=fixed:0/100/0", Rig::kPhotos);
+  Daemon d(rig.opts);
+  const uint64_t ino = walk(d.augmented_fs(), 1, "cls/img0.ppm");
+  auto ram_variants = [&] { return d.cache().stats(Tier::ram).bytes_of(Form::augmented); };
+  // The plan learns that augmented/ is read (the first plan knows nothing of the view yet).
+  read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, "cls/img1.ppm"));
+  d.profiler().tick_window(std::chrono::seconds(1));
+  d.planner().plan_now("the view is known");
+  const uint64_t renders = load(d.renders().augmented), from_pixels = load(d.renders().from_decoded);
+  for (int open = 0; open < 4; open++) {
+    read_file(d.augmented_fs(), ino);
+    if (open < 3) EXPECT_GT(ram_variants(), 0u) << "open " << open << ": the variant was not kept in RAM";
+  }
+  EXPECT_EQ(ram_variants(), 0u) << "kept after its last serve";
+  EXPECT_EQ(load(d.renders().augmented), renders + 1);
+  EXPECT_EQ(load(d.renders().from_decoded), from_pixels + 1);
+}
+
 }  // namespace
 }  // namespace prepfs

@@ -131,6 +131,51 @@ TEST(ModelEquations, AugmentedWithReuse) {
   EXPECT_NEAR(q.throughput, 400, 1e-9);
 }
 
+// Issue 13: with aug_reuse R = 4 a sample kept decoded in RAM keeps its variant of the moment
+// beside the pixels until the variant's last serve, so one request in 4 renders from the pixels:
+//   cpu    0.001 / 4 = 0.00025 s      -> 16000/s
+//   copy   150e3 + 150e3 / 4 = 187.5e3 B (the variant's store, as for a variant in RAM)
+// and each such slot holds S_dec + S_aug = 750e3 B of RAM. On the SSD the pixels serve alone.
+TEST(ModelEquations, AVariantRidesBesideDecodedPixelsInRam) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 4;
+  Placement pl;
+  pl.at(Form::decoded, Tier::ram) = 1000;
+  const Prediction p = predict(in, pl);
+  EXPECT_NEAR(p.usage.cpu_s, 0.00025, 1e-12);
+  EXPECT_NEAR(p.usage.copy_bytes, 187.5e3, 1e-6);
+  EXPECT_NEAR(pl.bytes(in, Tier::ram), 1000 * 750e3, 1e-3);
+  EXPECT_DOUBLE_EQ(in.slot_size(Form::decoded, Tier::ssd), 600e3);
+
+  Placement ssd;
+  ssd.at(Form::decoded, Tier::ssd) = 1000;
+  EXPECT_NEAR(predict(in, ssd).usage.cpu_s, 0.001, 1e-12);
+
+  in.aug_reuse = 1;  // a variant per open: nothing rides beside the pixels
+  EXPECT_NEAR(predict(in, pl).usage.cpu_s, 0.001, 1e-12);
+  EXPECT_NEAR(pl.bytes(in, Tier::ram), 1000 * 600e3, 1e-3);
+  in.aug_reuse = 4;
+  in.view = Form::decoded;  // decoded/ readers: no variants at all
+  EXPECT_NEAR(pl.bytes(in, Tier::ram), 1000 * 600e3, 1e-3);
+}
+
+// And the plan therefore keeps pixels (with their variant) rather than variants rendered from the
+// JPEG, even where a render from pixels costs a third of one from the JPEG (measured under load):
+// R = 4 variants cost c_full / 4 = 1.5 ms / 4 per request, pixels 0.5 ms / 4.
+TEST(Solver, AtAugReuseFourPixelsWithTheirVariantBeatCachedVariants) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 4;
+  in.c_dec = 0.001;
+  in.c_aug = 0.0005;
+  in.c_aug_from_decoded = 0.0005;
+  in.ssd_capacity = 0;
+  in.ram_capacity = 2e9;  // room for everything either way
+  in.copy_bw = 1e12;      // the CPU binds, not the copy of the replies
+  const Placement p = solve(in).placement;
+  EXPECT_NEAR(p.at(Form::decoded, Tier::ram), 1000, 1);
+  EXPECT_NEAR(p.at(Form::augmented, Tier::ram), 0, 1);
+}
+
 // With aug_reuse 1 an augmented entry on SSD costs a whole miss plus a write: strictly worse.
 TEST(ModelEquations, AugmentedWithoutReuseIsAMissPlusAWrite) {
   const Inputs in = base_inputs();

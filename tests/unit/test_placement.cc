@@ -142,7 +142,7 @@ TEST(Placer, AdmissionFollowsTheSlotAndLeavesNonImagesAlone) {
   TierManager tm(CacheConfig{1 << 20, 0, dir.path(), "lru"});
   test::ReadPath rp(*ds.source, *ds.tree, tm);
   Placer& placer = rp.placer;
-  auto admission = [&](uint32_t id, Form f) { return SampleStore::admission(rp.store.resolve(id), f); };
+  auto admission = [&](uint32_t id, Form f) { return rp.store.admission(rp.store.resolve(id), f); };
   for (uint32_t id : ds.images) {  // before any plan: everywhere, as without a partition
     Admission a = admission(id, Form::raw);
     EXPECT_TRUE(a.ram && a.ssd);

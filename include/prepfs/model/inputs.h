@@ -48,6 +48,14 @@ struct Inputs {
   double aug_reuse = 1;         // R: each augmented variant is served at most R times
 
   double size_of(Form f) const { return size[static_cast<std::size_t>(f)]; }
+  // With aug_reuse > 1, a sample kept decoded in RAM also keeps the variant of the moment beside
+  // its pixels until the variant's last serve (SampleStore admits it there): one render from the
+  // pixels serves R requests. So such a slot holds S_dec + S_aug.
+  bool variant_beside_pixels() const { return view == Form::augmented && aug_reuse > 1; }
+  double slot_size(Form f, Tier t) const {
+    const bool beside = f == Form::decoded && t == Tier::ram && variant_beside_pixels();
+    return size_of(f) + (beside ? size_of(Form::augmented) : 0);
+  }
   double src_request_rate() const {  // C_src / L_src, 0 when not measured
     return src_latency > 0 ? src_concurrency / src_latency : 0;
   }

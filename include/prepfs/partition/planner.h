@@ -80,6 +80,7 @@ class Planner {
   model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
   model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)
   model::Placement enforced_;
+  bool enforced_beside_ = false;  // the shares give variants room beside decoded pixels
   Status status_;
   std::chrono::steady_clock::time_point last_plan_{};
 };

@@ -31,6 +31,9 @@ struct StoreConfig {
   // importance), or the policy while some job has a published future (auto).
   enum class Members { placement, policy, policy_with_order };
   Members members = Members::placement;
+  // aug_reuse > 1: a sample kept decoded in RAM keeps its variant of the moment there too, until
+  // the variant's last serve (the plan counts the room: model::Inputs::slot_size).
+  unsigned aug_reuse = 1;
 };
 
 // What a render ahead did (SampleStore::render_ahead).
@@ -101,9 +104,10 @@ class SampleStore {
   // whether the file's next open still gets that variant (checked after the render).
   AheadOutcome render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
 
-  // Where a fill of `form` of s may be kept: its slot's tier when the slot holds that form,
-  // nowhere when the slot holds another form, everywhere for files that are not samples.
-  static Admission admission(const Sample& s, Form form);
+  // Where a fill of `form` of s may be kept: its slot's tier when the slot holds that form (and
+  // RAM for the variant of a sample kept decoded there, with aug_reuse > 1), nowhere when the slot
+  // holds another form, everywhere for files that are not samples.
+  Admission admission(const Sample& s, Form form) const;
 
   uint64_t chunk_size() const { return cfg_.chunk_size; }
   uint64_t chunks(const Sample& s) const { return (s.version.size + cfg_.chunk_size - 1) / cfg_.chunk_size; }
@@ -117,6 +121,7 @@ class SampleStore {
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
+  bool variant_beside_pixels(const Slot& slot, Form form) const;  // StoreConfig::aug_reuse
   // A fill: a staged entry when the prefetcher made one, else make().
   template <class Make>
   ChunkRef staged_or(const CacheKey& key, Make&& make);
