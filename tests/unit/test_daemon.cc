@@ -497,7 +497,9 @@ TEST(Daemon, AVariantStaysBesideItsPixelsInRamUntilItsLastServe) {
   const uint64_t renders = load(d.renders().augmented), from_pixels = load(d.renders().from_decoded);
   for (int open = 0; open < 4; open++) {
     read_file(d.augmented_fs(), ino);
-    if (open < 3) EXPECT_GT(ram_variants(), 0u) << "open " << open << ": the variant was not kept in RAM";
+    if (open < 3) {
+      EXPECT_GT(ram_variants(), 0u) << "open " << open << ": the variant was not kept in RAM";
+    }
   }
   EXPECT_EQ(ram_variants(), 0u) << "kept after its last serve";
   EXPECT_EQ(load(d.renders().augmented), renders + 1);
