@@ -90,14 +90,15 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
   const Sample s = store_.resolve(node);
   store_.note_read(s);  // a job's access (published orders)
-  ChunkRef bytes = store_.augmented(s, n / aug_reuse_, last_serve);
+  const uint32_t variant = n / aug_reuse_;
+  ChunkRef bytes = store_.augmented(s, variant, last_serve);
   // The next open's variant, while the slots are idle. Only after a variant's last serve: before
   // it the next open gets this same variant, just served (and held), and queueing it would only
   // wake the render-ahead thread to find it ready, a context switch per open.
   if (ahead_ && last_serve) ahead_->after_serve(node);
   OpenReply r;
   using Mode = VariantPages::Mode;
-  const Mode mode = pages_ ? pages_->open(node, n / aug_reuse_, bytes) : Mode::bypass;
+  const Mode mode = pages_ ? pages_->open(node, variant, bytes) : Mode::bypass;
   r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_ ? uint64_t(mode) : 0);
   r.direct_io = mode == Mode::bypass;
   // A bypassing handle leaves the pages of the others alone; the first of new bytes drops them.
