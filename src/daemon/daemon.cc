@@ -360,7 +360,6 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
                                         p.prefetch_counters, p.ahead_counters);
   StoreConfig sc;
   sc.members = members_for(opts.eviction);
-  sc.aug_reuse = opts.aug_reuse;
   p.store = std::make_unique<SampleStore>(*p.source, *p.tree, *p.cache, *p.placer, *p.renderer, sc,
                                           JobSupport{p.knowledge.get(), p.staging.get(), &p.prefetch_counters});
 

@@ -46,7 +46,10 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   enforced_beside_ = planning.variant_beside_pixels();
   enforced_ = p;
   // No images, no samples: nothing to partition, every file is cached as read.
-  if (planning.samples <= 0) return;
+  if (planning.samples <= 0) {
+    placer_.set_variant_beside_pixels(false);
+    return;
+  }
   const Placer::Layout before = placer_.layout();
   const bool first = status_.plans == 1;
   placer_.set(p, planning.samples);
@@ -71,6 +74,8 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
     }
   }
   cache_.set_partition(shares[0], shares[1]);
+  // After the shares: the store admits variants beside pixels only once the room is there.
+  placer_.set_variant_beside_pixels(enforced_beside_);
 }
 
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {

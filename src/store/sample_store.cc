@@ -41,9 +41,11 @@ Admission SampleStore::admission(const Sample& s, Form form) const {
   return Admission{s.slot->tier == Tier::ram, s.slot->tier == Tier::ssd};
 }
 
-// A variant kept beside its sample's decoded pixels in RAM (StoreConfig::aug_reuse).
+// A variant kept beside its sample's decoded pixels in RAM, when the enforced plan gave it room
+// (the planner publishes that rule through the placer: one source, model::Inputs).
 bool SampleStore::variant_beside_pixels(const Slot& slot, Form form) const {
-  return form == Form::augmented && cfg_.aug_reuse > 1 && slot.form == Form::decoded && slot.tier == Tier::ram;
+  return form == Form::augmented && placer_.variant_beside_pixels() && slot.form == Form::decoded &&
+         slot.tier == Tier::ram;
 }
 
 Admission SampleStore::admit(const Sample& s, Form form) const {

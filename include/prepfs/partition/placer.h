@@ -56,6 +56,12 @@ class Placer {
   Placement place(uint64_t sample_hash) const;
   static uint64_t sample_hash(std::string_view path);
 
+  // Whether a sample kept decoded in RAM keeps its variant of the moment there too (the plan's
+  // model::Inputs::variant_beside_pixels, which gave the augmented RAM share that room). The
+  // Planner publishes it with each enforced plan so that the store admits exactly what was planned.
+  void set_variant_beside_pixels(bool on) { beside_.store(on, std::memory_order_release); }
+  bool variant_beside_pixels() const { return beside_.load(std::memory_order_acquire); }
+
   Layout layout() const;  // all zero before the first set()
   // Every sample whose slot differs between two layouts, with the slot it had in `from` (if any).
   void for_each_moved(const Layout& from, const Layout& to,
@@ -65,6 +71,7 @@ class Placer {
   const Tree& tree_;
   const SampleShapes& shapes_;
   std::atomic<std::shared_ptr<const Layout>> layout_;
+  std::atomic<bool> beside_{false};
 };
 
 }  // namespace prepfs

@@ -31,9 +31,6 @@ struct StoreConfig {
   // importance), or the policy while some job has a published future (auto).
   enum class Members { placement, policy, policy_with_order };
   Members members = Members::placement;
-  // aug_reuse > 1: a sample kept decoded in RAM keeps its variant of the moment there too, until
-  // the variant's last serve (the plan counts the room: model::Inputs::slot_size).
-  unsigned aug_reuse = 1;
 };
 
 // What a render ahead did (SampleStore::render_ahead).
@@ -105,7 +102,8 @@ class SampleStore {
   AheadOutcome render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
 
   // Where a fill of `form` of s may be kept: its slot's tier when the slot holds that form (and
-  // RAM for the variant of a sample kept decoded there, with aug_reuse > 1), nowhere when the slot
+  // RAM for the variant of a sample kept decoded there, when the plan says so:
+  // Placer::variant_beside_pixels), nowhere when the slot
   // holds another form, everywhere for files that are not samples.
   Admission admission(const Sample& s, Form form) const;
 
@@ -121,7 +119,7 @@ class SampleStore {
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
-  bool variant_beside_pixels(const Slot& slot, Form form) const;  // StoreConfig::aug_reuse
+  bool variant_beside_pixels(const Slot& slot, Form form) const;  // Placer::variant_beside_pixels
   // A fill: a staged entry when the prefetcher made one, else make().
   template <class Make>
   ChunkRef staged_or(const CacheKey& key, Make&& make);
