@@ -4,11 +4,38 @@
 
 namespace prepfs {
 
-VariantPages::VariantPages(uint64_t files) : files_(new File[files]) {}
+VariantPages::VariantPages(uint64_t files)
+    : blocks_count_((files + kBlock - 1) / kBlock), blocks_(new std::atomic<File*>[blocks_count_]) {
+  for (uint64_t b = 0; b < blocks_count_; b++) blocks_[b].store(nullptr, std::memory_order_relaxed);
+}
+
+VariantPages::~VariantPages() {
+  for (uint64_t b = 0; b < blocks_count_; b++) delete[] blocks_[b].load(std::memory_order_relaxed);
+}
+
+VariantPages::File& VariantPages::file(uint32_t node) {
+  std::atomic<File*>& slot = blocks_[node / kBlock];
+  File* block = slot.load(std::memory_order_acquire);
+  if (!block) {
+    // Two first opens in one block (different stripes) may race: one allocation wins.
+    File* fresh = new File[kBlock];
+    if (slot.compare_exchange_strong(block, fresh, std::memory_order_acq_rel))
+      block = fresh;
+    else
+      delete[] fresh;
+  }
+  return block[node % kBlock];
+}
+
+uint64_t VariantPages::allocated_bytes() const {
+  uint64_t blocks = 0;
+  for (uint64_t b = 0; b < blocks_count_; b++) blocks += blocks_[b].load(std::memory_order_relaxed) != nullptr;
+  return blocks * kBlock * sizeof(File);
+}
 
 VariantPages::Mode VariantPages::open(uint32_t node, uint32_t variant, const ChunkRef& bytes) {
   std::lock_guard lock(mu_[node % mu_.size()]);
-  File& f = files_[node];
+  File& f = file(node);
   // The same entry is the same bytes; another entry (rendered again) is compared by content.
   bool same = f.variant == variant && f.bytes.lock() == bytes;
   if (!same && f.variant == variant && XXH3_64bits(bytes->data(), bytes->size()) == f.hash) {
@@ -28,13 +55,14 @@ VariantPages::Mode VariantPages::open(uint32_t node, uint32_t variant, const Chu
 
 void VariantPages::invalidated(uint32_t node) {
   std::lock_guard lock(mu_[node % mu_.size()]);
-  files_[node].invalidating = false;
+  file(node).invalidating = false;
 }
 
 void VariantPages::release(uint32_t node, Mode mode) {
   if (mode == Mode::bypass) return;
   std::lock_guard lock(mu_[node % mu_.size()]);
-  if (files_[node].readers > 0) files_[node].readers--;
+  File& f = file(node);
+  if (f.readers > 0) f.readers--;
 }
 
 }  // namespace prepfs

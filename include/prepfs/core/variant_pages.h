@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,12 @@ class VariantPages {
  public:
   enum class Mode : uint8_t { bypass = 1, invalidate = 2, keep = 3 };
 
+  // Room for `files` files is taken a block of files at a time, when one of them is first opened:
+  // a mount of millions of files whose augmented/ is never opened costs a pointer per block.
   explicit VariantPages(uint64_t files);
+  ~VariantPages();
+  VariantPages(const VariantPages&) = delete;
+  VariantPages& operator=(const VariantPages&) = delete;
 
   // An open of node serves `variant`, whose bytes are `bytes`.
   Mode open(uint32_t node, uint32_t variant, const ChunkRef& bytes);
@@ -40,6 +46,8 @@ class VariantPages {
   void invalidated(uint32_t node);
   // A handle opened with `mode` was released.
   void release(uint32_t node, Mode mode);
+
+  uint64_t allocated_bytes() const;  // the blocks taken so far
 
  private:
   struct File {
@@ -51,7 +59,11 @@ class VariantPages {
     uint64_t hash = 0;
   };
 
-  std::unique_ptr<File[]> files_;
+  static constexpr uint32_t kBlock = 1024;  // files per block
+  File& file(uint32_t node);                // its block is allocated on first use
+
+  uint64_t blocks_count_;
+  std::unique_ptr<std::atomic<File*>[]> blocks_;
   std::array<std::mutex, 64> mu_;  // stripes: node % 64
 };
 
