@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
+from bench_deps import ensure_matplotlib  # noqa: E402
 
 FORMS = ("raw", "decoded", "augmented")
 TIERS = ("ram", "ssd")
@@ -542,12 +543,26 @@ def fixed_placement(inputs, shares, headroom=1.0):
     for ti, tier in enumerate(TIERS):
         budget = inputs.get(f"{tier}_capacity", 0) * headroom
         for fi, form in enumerate(FORMS):
-            size = inputs.get(f"size_{form}", 0)
+            size = slot_size(inputs, form, tier)
             n = math.floor(shares[ti * 3 + fi] / 100 * budget / size) if size > 0 else 0
             n = max(0, min(n, left))
             left -= n
             cells.append(n)
     return cells
+
+
+def variant_beside_pixels(inputs):
+    """MODEL.md: with R > 1 (and augmented/ read, as here), a sample kept decoded in RAM keeps its
+    variant of the moment beside the pixels until the variant's last serve."""
+    return inputs.get("aug_reuse", 1) > 1
+
+
+def slot_size(inputs, form, tier):
+    """RAM bytes of one sample placed in (form, tier): model::Inputs::slot_size."""
+    size = inputs.get(f"size_{form}", 0)
+    if form == "decoded" and tier == "ram" and variant_beside_pixels(inputs):
+        size += inputs.get("size_augmented", 0)
+    return size
 
 
 RESOURCES = ("cpu", "ssd", "source bandwidth", "source requests", "copy", "consumer")  # model::resource_name
@@ -566,13 +581,17 @@ def model_usage(inputs, cells):
     r = max(1.0, g("aug_reuse", 1))
     s_raw, s_dec, s_aug = g("size_raw", 0), g("size_decoded", 0), g("size_augmented", 0)
     c_full = g("c_dec", 0) + g("c_aug", 0)
-    u = {"cpu_s": c_full * (miss + xf["raw"]) + g("c_aug_from_decoded", 0) * xf["decoded"] + c_full / r * xf["augmented"],
+    c_px = g("c_aug_from_decoded", 0)
+    # Decoded pixels in RAM with the variant beside them: one request in R renders (and stores) it.
+    beside = x[("decoded", "ram")] if variant_beside_pixels(inputs) else 0.0
+    u = {"cpu_s": c_full * (miss + xf["raw"]) + c_px * (xf["decoded"] - beside) + c_px / r * beside
+                  + c_full / r * xf["augmented"],
          "ssd_read": s_raw * x[("raw", "ssd")] + s_dec * x[("decoded", "ssd")] + s_aug * (r - 1) / r * x[("augmented", "ssd")],
          "ssd_write": s_aug / r * x[("augmented", "ssd")],
          "src_req": miss + xf["augmented"] / r,
-         "copy": s_aug + s_aug / r * x[("augmented", "ram")],
+         "copy": s_aug + s_aug / r * (x[("augmented", "ram")] + beside),
          "hits": xf["raw"] + xf["decoded"] + xf["augmented"] * (r - 1) / r,
-         "stores": xf["augmented"] / r}
+         "stores": (xf["augmented"] + beside) / r}
     u["src_bytes"] = s_raw * u["src_req"]
     return u
 
@@ -1220,6 +1239,7 @@ def main():
     p.add_argument("--python-reader", action="store_true", help="read with Python threads, not prepfs-readbench")
     p.add_argument("--report-only", action="store_true", help="rebuild results.md and the plots from results.json")
     args = p.parse_args()
+    ensure_matplotlib()  # the plots come at the end: fail or install now, not after the run
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "results.json")
@@ -1227,6 +1247,11 @@ def main():
     if args.report_only:
         data = read_json(json_path)
         for sc in data["scenarios"].values():
+            # This script's MODEL.md evaluation as it is now, on each mount's recorded inputs and
+            # placement (the daemon's own prediction stays what plan.json said during the run).
+            for r in sc["runs"]:
+                if r.get("prediction_source") == "daemon" and r.get("plan_inputs") and r.get("placement_cells"):
+                    r["harness_predicted"], r["harness_binding"] = model_predict(r["plan_inputs"], r["placement_cells"])
             sc["analysis"] = analyse(sc)
         write_report(data, out_dir)
         plot(data, out_dir)

@@ -13,6 +13,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import HERE, median  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_deps import ensure_matplotlib  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results")
 
 
@@ -178,6 +181,7 @@ def importance(d, out):
 
 def plots(data):
     """One PNG per bench next to results.md (medians; the tables carry the ranges)."""
+    ensure_matplotlib()
     import matplotlib
     matplotlib.use("Agg")  # no display on a bench machine
     import matplotlib.pyplot as plt
