@@ -231,31 +231,6 @@ bool SampleStore::inputs_at_hand(const Sample& s) {
   return true;
 }
 
-AheadOutcome SampleStore::render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
-  if (!jobs_.staging || !s.is_sample || !s.dims.known()) return AheadOutcome::skipped;
-  renderer_.check_renderable(s);
-  const CacheKey k = key(s, Form::augmented, variant, 0);
-  if (cache_.contains(k) || jobs_.staging->contains(k)) return AheadOutcome::ready;
-  if (!jobs_.staging->has_room_ahead(shapes().augmented_size(s.dims)) || !inputs_at_hand(s))
-    return AheadOutcome::skipped;
-  // Through the tiers' fill, admitted nowhere: an open of this variant meanwhile joins this render
-  // instead of making its own, and a render the open started first is joined here (not staged).
-  bool made = false;
-  ChunkRef c = cache_.get_or_fill(
-      k, Form::augmented,
-      [&] {
-        made = true;
-        return render_augmented(s, variant, SlotUse::held);
-      },
-      Admission::staged(), s.node);
-  if (!made) return AheadOutcome::ready;
-  if (!upcoming()) return AheadOutcome::late;  // its open came during the render (and joined it)
-  if (!jobs_.staging->put_ahead(k, c, s.node)) return AheadOutcome::wasted;
-  // An open between the check above and the put rendered its own: nobody will take this one.
-  if (!upcoming()) jobs_.staging->drop(k);
-  return AheadOutcome::rendered;
-}
-
 class SampleStore::Prefetching {
  public:
   Prefetching(SampleStore& store, const CacheKey& key) : store_(store), key_(key) {
@@ -310,15 +285,21 @@ uint64_t SampleStore::prefetch(const Sample& s, Form form, bool may_transform) {
   return bytes;
 }
 
-uint64_t SampleStore::prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
-  if (!jobs_.staging || !s.is_sample || !s.dims.known()) return 0;
+// The one way a variant is rendered before its open, for both callers: through the tiers' fill,
+// admitted nowhere (usually the variant's last serve is its open, which must not be admitted), so
+// an open of this variant meanwhile joins this render instead of making its own, and a render the
+// open started first is joined here; then staged while the file's next open still gets it.
+SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t variant,
+                                                   const std::function<bool()>& upcoming, EarlyRoom room) {
+  if (!jobs_.staging || !s.is_sample || !s.dims.known()) return {AheadOutcome::skipped};
   renderer_.check_renderable(s);
   const CacheKey k = key(s, Form::augmented, variant, 0);
-  if (cache_.contains(k) || jobs_.staging->contains(k) || !inputs_at_hand(s)) return 0;
-  Prefetching marked(*this, k);
-  // Through the tiers' fill, admitted nowhere (usually the variant's last serve is its open, which
-  // must not be admitted): an open of this variant meanwhile joins this render instead of making
-  // its own, and a render the open started first is joined here.
+  if (cache_.contains(k) || jobs_.staging->contains(k)) return {AheadOutcome::ready};
+  if (room == EarlyRoom::ahead && !jobs_.staging->has_room_ahead(shapes().augmented_size(s.dims)))
+    return {AheadOutcome::skipped};
+  if (!inputs_at_hand(s)) return {AheadOutcome::skipped};
+  std::optional<Prefetching> marked;  // a read of it meanwhile counts as a late prefetch
+  if (room == EarlyRoom::prefetch) marked.emplace(*this, k);
   bool made = false;
   ChunkRef c = cache_.get_or_fill(
       k, Form::augmented,
@@ -327,14 +308,27 @@ uint64_t SampleStore::prefetch_variant(const Sample& s, uint32_t variant, const 
         return render_augmented(s, variant, SlotUse::held);
       },
       Admission::staged(), s.node);
-  if (!made || !upcoming()) return 0;  // its open came first: it rendered this variant or joined us
-  jobs_.staging->put(k, c, s.node);
+  if (!made) return {AheadOutcome::ready};
+  if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)
+  if (room == EarlyRoom::ahead) {
+    if (!jobs_.staging->put_ahead(k, c, s.node)) return {AheadOutcome::wasted};
+  } else {
+    jobs_.staging->put(k, c, s.node);
+  }
   // An open between the check above and the put rendered its own: nobody will take this one.
   if (!upcoming()) {
     jobs_.staging->drop(k);
-    return 0;
+    return {AheadOutcome::rendered, 0};
   }
-  return c->size();
+  return {AheadOutcome::rendered, c->size()};
+}
+
+AheadOutcome SampleStore::render_ahead(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
+  return render_before_open(s, variant, upcoming, EarlyRoom::ahead).outcome;
+}
+
+uint64_t SampleStore::prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
+  return render_before_open(s, variant, upcoming, EarlyRoom::prefetch).bytes;
 }
 
 bool SampleStore::ready(const Sample& s, Form form, uint32_t variant) {

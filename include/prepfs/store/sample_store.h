@@ -119,6 +119,15 @@ class SampleStore {
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
+  // A variant rendered before its open and staged: prefetch_variant (a published order; the
+  // prefetch window's room, a read meanwhile counts as late) and render_ahead (no order; the
+  // staging's room for renders ahead) differ only in whose room they take.
+  enum class EarlyRoom { prefetch, ahead };
+  struct Early {
+    AheadOutcome outcome;
+    uint64_t bytes = 0;  // staged for the open (0 unless rendered and still wanted)
+  };
+  Early render_before_open(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming, EarlyRoom room);
   bool variant_beside_pixels(const Slot& slot, Form form) const;  // Placer::variant_beside_pixels
   // A fill: a staged entry when the prefetcher made one, else make().
   template <class Make>
