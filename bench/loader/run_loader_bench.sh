@@ -19,12 +19,13 @@
 # npy-r4@OPTION): COMPARE_R4="aug_page_cache=0".
 # Idle daemons do no background work (the profiler's ticks aside), so they do not disturb the case
 # being measured. Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case
-# subset), OUT, ANALYSIS (markdown appended to the report), PREPFS_BIN, COMPARE, COMPARE_R4.
+# subset; its report goes to WORK/results.md unless OUT is given), OUT, ANALYSIS (markdown appended
+# to the report), PREPFS_BIN, COMPARE, COMPARE_R4.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 BENCH=$(cd "$HERE/.." && pwd)
-BUILD=$(cd "${1:-/work/main/build}" && pwd)
+BUILD=$(cd "${1:-$BENCH/../build}" && pwd)
 PREPFS=${PREPFS_BIN:-$BUILD/tools/prepfs}
 PY=/usr/bin/python3
 
@@ -37,7 +38,8 @@ EPOCHS=${EPOCHS:-2}
 ONLY=${ONLY:-}
 COMPARE=${COMPARE:-}
 COMPARE_R4=${COMPARE_R4:-}
-OUT=${OUT:-$HERE/results.md}
+# A subset run (ONLY=) does not replace the committed full report unless OUT says so.
+if [[ -n $ONLY ]]; then OUT=${OUT:-$WORK/results.md}; else OUT=${OUT:-$HERE/results.md}; fi
 ANALYSIS=${ANALYSIS:-}
 READY_TIMEOUT_S=30
 STOP_TIMEOUT_S=15
