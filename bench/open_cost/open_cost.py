@@ -4,13 +4,19 @@ reads and closes every .npy file of a tree, pass after pass, and reports per ope
 its own CPU (user + system) and the serving daemon's CPU. With aug_reuse=4 each round first makes
 one unmeasured pass (the first open of each file's next variant: renders, reads through the
 daemon), then measures the variant's three repeat opens: what a served, unchanged variant costs,
-with no render in it. Cases, interleaved round by round:
+with no render in it. The prepfs mounts run with render_ahead=0: otherwise the next variant's
+render ahead, queued at the last serve, lands partly in the measured window (more of it the slower
+the reader), and the daemon's CPU per open would include it. Cases, interleaved round by round:
 
   local        the pre-made NPY files on local disk (the loader bench's limit-npy)
   page-cache   prepfs augmented/ NPY, aug_reuse=4 (repeat opens read the kernel's page cache)
   direct       the same with aug_page_cache=0 (every read reaches the daemon)
   no-open      prepfs raw/ over the pre-made files: the kernel skips OPEN and RELEASE, the page
                cache serves (what a FUSE file costs with no per-open round trip)
+  page-cache-unbuffered, local-unbuffered
+               page-cache and local again, each file opened with buffering=0: Python's buffered
+               open() asks isatty() (an ioctl, TCGETS) on every open, which FUSE forwards to the
+               daemon as one more round trip; an unbuffered open does not ask
 
   /usr/bin/python3 bench/open_cost/open_cost.py BUILD_DIR LIMITS_NPY_DIR DATASET [--rounds 5]
 
@@ -57,18 +63,18 @@ def mount(prepfs, source, name, options):
     return mnt, p
 
 
-def one_pass(paths):
+def one_pass(paths, unbuffered=False):
     for p in paths:
-        with open(p, "rb") as f:
+        with open(p, "rb", buffering=0 if unbuffered else -1) as f:
             f.read()
 
 
-def measure(paths, pid, passes):
+def measure(paths, pid, passes, unbuffered):
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     d0 = cpu_of(pid) if pid else 0.0
     t0 = time.perf_counter()
     for _ in range(passes):
-        one_pass(paths)
+        one_pass(paths, unbuffered)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     d1 = cpu_of(pid) if pid else 0.0
@@ -97,35 +103,41 @@ def main():
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
-        pc_mnt, pc = mount(prepfs, a.dataset, "pc", f"decoded_format=npy,aug_reuse={a.reuse}")
-        dio_mnt, dio = mount(prepfs, a.dataset, "direct", f"decoded_format=npy,aug_reuse={a.reuse},aug_page_cache=0")
+        pc_mnt, pc = mount(prepfs, a.dataset, "pc", f"decoded_format=npy,aug_reuse={a.reuse},render_ahead=0")
+        dio_mnt, dio = mount(prepfs, a.dataset, "direct", f"decoded_format=npy,aug_reuse={a.reuse},aug_page_cache=0,render_ahead=0")
         raw_mnt, raw = mount(prepfs, a.limits_npy, "raw", "")
         procs += [pc, dio, raw]
-        cases = {
-            "local": (files_under(a.limits_npy, ".npy"), None),
-            "page-cache": (files_under(os.path.join(pc_mnt, "augmented"), ".npy"), pc.pid),
-            "direct": (files_under(os.path.join(dio_mnt, "augmented"), ".npy"), dio.pid),
-            "no-open": (files_under(os.path.join(raw_mnt, "raw"), ".npy"), raw.pid),
+        pc2_mnt, pc2 = mount(prepfs, a.dataset, "pc2", f"decoded_format=npy,aug_reuse={a.reuse},render_ahead=0")
+        procs.append(pc2)
+        local = files_under(a.limits_npy, ".npy")
+        cases = {  # name: (paths, daemon pid, unbuffered opens)
+            "local": (local, None, False),
+            "page-cache": (files_under(os.path.join(pc_mnt, "augmented"), ".npy"), pc.pid, False),
+            "direct": (files_under(os.path.join(dio_mnt, "augmented"), ".npy"), dio.pid, False),
+            "no-open": (files_under(os.path.join(raw_mnt, "raw"), ".npy"), raw.pid, False),
+            "local-unbuffered": (local, None, True),
+            # its own mount: each mount's files must see exactly aug_reuse opens per variant
+            "page-cache-unbuffered": (files_under(os.path.join(pc2_mnt, "augmented"), ".npy"), pc2.pid, True),
         }
-        for name, (paths, _) in cases.items():  # warm: the inputs cached, variant 0 served once
+        for name, (paths, _, _) in cases.items():  # warm: the inputs cached, variant 0 served once
             if not paths:
                 raise SystemExit(f"{name}: no .npy files")
             one_pass(paths)
         time.sleep(3)  # a few profiler ticks: the plan settles on what augmented/ readers need
-        for name, (paths, _) in cases.items():  # variant 0's last serves; the next pass is variant 1's first
+        for name, (paths, _, _) in cases.items():  # variant 0's last serves; the next pass is variant 1's first
             for _ in range(a.reuse - 1):
                 one_pass(paths)
         results = {n: [] for n in cases}
         names = list(cases)
         for r in range(a.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                paths, pid = cases[name]
-                one_pass(paths)  # the variant's first open
-                m = measure(paths, pid, a.reuse - 1)
+                paths, pid, unbuffered = cases[name]
+                one_pass(paths, unbuffered)  # the variant's first open
+                m = measure(paths, pid, a.reuse - 1, unbuffered)
                 results[name].append(m)
                 print(f"round {r + 1} {name}: {m['us_wall']:.1f} us wall, {m['us_reader_cpu']:.1f} us reader CPU, "
                       f"{m['us_daemon_cpu']:.1f} us daemon CPU per open", file=sys.stderr, flush=True)
-        print(f"| case | files | wall us/open | reader CPU us/open | daemon CPU us/open | total CPU us/open |")
+        print("| case | files | wall us/open | reader CPU us/open | daemon CPU us/open | total CPU us/open |")
         print("|---|---:|---:|---:|---:|---:|")
         for name in names:
             med = {k: statistics.median(m[k] for m in results[name]) for k in results[name][0]}
