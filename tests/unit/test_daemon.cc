@@ -320,7 +320,10 @@ void expect_ordered_variants_rendered_ahead(const std::string& options, bool wai
 
 TEST(Daemon, APublishedOrdersVariantsAreRenderedAheadAndEachOpenGetsItsOwn) {
   for (bool wait : {true, false}) {
-    expect_ordered_variants_rendered_ahead("", wait);                         // from the JPEG
+    // Fixed partitions: under auto, a re-plan at the profiler's first tick (a slow run: the test
+    // usually ends within 0.1 s) moved every sample raw -> decoded mid-epoch, and one epoch's
+    // variants were never all staged (a fresh-clone CI run, 2026-11-26; see the closing note).
+    expect_ordered_variants_rendered_ahead("partition=fixed:100/0/0", wait);  // from the JPEG
     expect_ordered_variants_rendered_ahead("partition=fixed:0/100/0", wait);  // from cached pixels
   }
 }
