@@ -480,6 +480,7 @@ std::string Daemon::stats_json() { return render_stats_json(p_->stats_sources())
 const Options& Daemon::options() const { return p_->opts; }
 TierManager& Daemon::cache() { return *p_->cache; }
 SampleStore& Daemon::store() { return *p_->store; }
+Renderer& Daemon::renderer() { return *p_->renderer; }
 Planner& Daemon::planner() { return *p_->planner; }
 Profiler& Daemon::profiler() { return *p_->profiler; }
 const Tree& Daemon::tree() const { return *p_->tree; }

@@ -78,9 +78,10 @@ std::string jobs_json(const StatsSources& s) {
     const PrefetchCounters& p = *s.prefetch;
     out += fmt::format(
         R"(,
-  "prefetch": {{"prefetched": {}, "hits": {}, "late": {}, "wasted": {}, "bytes": {}, "max_in_flight": {}, "max_window_bytes": {}}})",
+  "prefetch": {{"prefetched": {}, "hits": {}, "late": {}, "wasted": {}, "bytes": {}, "max_in_flight": {}, "max_window_bytes": {},
+    "slot_waits": {}, "slot_wait_ms": {}, "refetched": {}}})",
         load(p.prefetched), load(p.hits), load(p.late), load(p.wasted), load(p.bytes), load(p.max_in_flight),
-        load(p.max_window_bytes));
+        load(p.max_window_bytes), load(p.slot_waits), load(p.slot_wait_ns) / 1'000'000, load(p.refetched));
   }
   if (s.render_ahead) {
     const RenderAheadCounters& a = *s.render_ahead;

@@ -98,7 +98,7 @@ void Prefetcher::round() {
       bool claimed;
       {
         std::lock_guard lock(mu_);
-        claimed = claimed_.count({a.node, a.form}) != 0;
+        claimed = claimed_.count({a.node, a.form, variant}) != 0;
       }
       if (!claimed && !store_.ready(s, a.form, variant)) {
         const uint64_t bytes = estimate(s, a.form);
@@ -106,7 +106,7 @@ void Prefetcher::round() {
         window += bytes;
         outstanding_[j.name].emplace_back(pos, bytes);
         std::lock_guard lock(mu_);
-        claimed_.insert({a.node, a.form});
+        claimed_.insert({a.node, a.form, variant});
         in_flight_++;
         queue_.push_back(Task{a, variant, bytes});
         raise_to(counters_.max_in_flight, in_flight_);
@@ -137,28 +137,48 @@ void Prefetcher::coordinate() {
   }
 }
 
+// A cpu slot nobody waits for (the readers' renders come first). Until one is idle the task
+// waits, as long as its open is still ahead: an open that comes first renders the variant itself.
+// An empty hold when the open came or the prefetcher stops.
+ResourceBudget::Hold Prefetcher::idle_slot_while(const std::function<bool()>& upcoming) {
+  ResourceBudget::Hold slot = renderer_.idle_slot();
+  if (slot.amount() > 0) return slot;
+  bump(counters_.slot_waits);
+  const uint64_t t0 = steady_ns();
+  while ((slot = renderer_.idle_slot()).amount() == 0) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) break;
+    }
+    if (!upcoming()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  bump(counters_.slot_wait_ns, steady_ns() - t0);
+  return slot;
+}
+
 // The variant the access's open will get: its inputs first, with no cpu slot held while the
-// source answers; then the render, in a slot nobody waits for (the readers' renders come first).
-// Until one is idle the task waits, as long as its open is still ahead: an open that comes first
-// renders the variant itself, from the inputs fetched here.
+// source answers; then the render in an idle slot. The inputs may be gone by then (a re-plan moved
+// the sample, an eviction made room): they are fetched again, a few times at most, because the
+// coordinator has moved past this access and would not come back to it.
 uint64_t Prefetcher::prefetch_variant(Sample s, uint32_t variant) {
   if (!s.dims.known()) {  // a lazy first mount has not read this header yet
     store_.probe_head(s);
     s = store_.resolve(s.node);
   }
-  uint64_t got = store_.inputs_at_hand(s) ? 0 : store_.prefetch(s, Form::raw, false);
   const uint32_t node = s.node;
   auto upcoming = [&] { return variant_of_(node) == variant; };
-  ResourceBudget::Hold slot;
-  while ((slot = renderer_.idle_slot()).amount() == 0) {
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return got;
-    }
-    if (!upcoming()) return got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  constexpr int kFetches = 3;
+  uint64_t got = 0;
+  for (int fetch = 0; fetch < kFetches; fetch++) {
+    if (fetch > 0) bump(counters_.refetched);
+    if (!store_.inputs_at_hand(s)) got += store_.prefetch(s, Form::raw, false);
+    const ResourceBudget::Hold slot = idle_slot_while(upcoming);
+    if (slot.amount() == 0) break;
+    const SampleStore::Early e = store_.prefetch_variant(s, variant, upcoming);
+    if (e.outcome != AheadOutcome::no_inputs) return got + e.bytes;
   }
-  return got + store_.prefetch_variant(s, variant, upcoming);
+  return got;
 }
 
 void Prefetcher::work() {
@@ -184,7 +204,7 @@ void Prefetcher::work() {
     }
     lock.lock();
     in_flight_--;
-    claimed_.erase({t.access.node, t.access.form});
+    claimed_.erase({t.access.node, t.access.form, t.variant});
     woken_ = true;
     wake_cv_.notify_one();
   }

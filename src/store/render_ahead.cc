@@ -87,7 +87,8 @@ void RenderAhead::render_one(uint32_t node) {
         if (outcome == AheadOutcome::late) bump(counters_.late);
         if (outcome == AheadOutcome::wasted) bump(counters_.wasted);
         break;
-      case AheadOutcome::skipped: bump(counters_.skipped); break;
+      case AheadOutcome::skipped:
+      case AheadOutcome::no_inputs: bump(counters_.skipped); break;
       case AheadOutcome::ready: break;
     }
   } catch (const std::exception& e) {

@@ -297,7 +297,7 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   if (cache_.contains(k) || jobs_.staging->contains(k)) return {AheadOutcome::ready};
   if (room == EarlyRoom::ahead && !jobs_.staging->has_room_ahead(shapes().augmented_size(s.dims)))
     return {AheadOutcome::skipped};
-  if (!inputs_at_hand(s)) return {AheadOutcome::skipped};
+  if (!inputs_at_hand(s)) return {AheadOutcome::no_inputs};
   std::optional<Prefetching> marked;  // a read of it meanwhile counts as a late prefetch
   if (room == EarlyRoom::prefetch) marked.emplace(*this, k);
   bool made = false;
@@ -327,8 +327,9 @@ AheadOutcome SampleStore::render_ahead(const Sample& s, uint32_t variant, const 
   return render_before_open(s, variant, upcoming, EarlyRoom::ahead).outcome;
 }
 
-uint64_t SampleStore::prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming) {
-  return render_before_open(s, variant, upcoming, EarlyRoom::prefetch).bytes;
+SampleStore::Early SampleStore::prefetch_variant(const Sample& s, uint32_t variant,
+                                                const std::function<bool()>& upcoming) {
+  return render_before_open(s, variant, upcoming, EarlyRoom::prefetch);
 }
 
 bool SampleStore::ready(const Sample& s, Form form, uint32_t variant) {

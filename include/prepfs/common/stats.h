@@ -130,6 +130,10 @@ struct PrefetchCounters {
   std::atomic<uint64_t> bytes{0};             // bytes prefetched
   std::atomic<uint64_t> max_in_flight{0};     // the most prefetches at once seen (bounded by config)
   std::atomic<uint64_t> max_window_bytes{0};  // the most bytes staged + in flight seen
+  // Variants rendered ahead wait for a cpu slot nobody else waits for: how often, how long.
+  std::atomic<uint64_t> slot_waits{0};
+  std::atomic<uint64_t> slot_wait_ns{0};
+  std::atomic<uint64_t> refetched{0};  // a variant's inputs dropped (a re-plan, an eviction) before its render
 };
 
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }

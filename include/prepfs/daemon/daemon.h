@@ -18,6 +18,7 @@ namespace prepfs {
 
 class TierManager;
 class SampleStore;
+class Renderer;
 class Planner;
 class Profiler;
 class RenderAhead;
@@ -57,6 +58,7 @@ class Daemon {
   // The parts, for tests and tools.
   TierManager& cache();
   SampleStore& store();
+  Renderer& renderer();
   Planner& planner();
   Profiler& profiler();
   const Tree& tree() const;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "prepfs/common/stats.h"
@@ -53,6 +54,7 @@ class Prefetcher {
   void work();
   uint64_t estimate(const Sample& s, Form form) const;
   uint64_t prefetch_variant(Sample s, uint32_t variant);
+  ResourceBudget::Hold idle_slot_while(const std::function<bool()>& upcoming);
   uint64_t outstanding_bytes() const;
 
   SampleStore& store_;
@@ -70,7 +72,10 @@ class Prefetcher {
   std::mutex mu_;
   std::condition_variable wake_cv_, work_cv_;
   std::deque<Task> queue_;
-  std::set<std::pair<uint32_t, Form>> claimed_;  // queued or in flight
+  // Queued or in flight: (node, form, variant). The variant is part of it: the task of a variant
+  // whose open has passed may still be finishing when the next epoch's access of the file comes,
+  // and a round passes an access it finds claimed for good.
+  std::set<std::tuple<uint32_t, Form, uint32_t>> claimed_;
   unsigned in_flight_ = 0;                       // queued + running
   bool woken_ = false;
   bool stop_ = false;

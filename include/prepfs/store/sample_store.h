@@ -39,7 +39,8 @@ enum class AheadOutcome {
   late,      // rendered, but its open came meanwhile (and joined the render): not staged
   wasted,    // rendered, but the staging had no room left by then
   ready,     // not rendered: cached or staged already, or an open is rendering it
-  skipped,   // not rendered: no room left for renders ahead, or its inputs were not in memory
+  skipped,   // not rendered: no room left for renders ahead (or not a sample)
+  no_inputs, // not rendered: its inputs were not in memory
 };
 
 // What the store knows of the jobs and keeps for them; both may be null (no published orders).
@@ -81,8 +82,12 @@ class SampleStore {
   // Renders variant `variant` of s ahead of the open a published order announces, and stages it
   // for that open: in the cpu slot the caller holds (Renderer::idle_slot()), only from inputs
   // already in memory (the caller fetches them first). `upcoming()` tells whether the file's next
-  // open still gets that variant (checked after the render). Returns the bytes staged.
-  uint64_t prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
+  // open still gets that variant (checked after the render).
+  struct Early {
+    AheadOutcome outcome;
+    uint64_t bytes = 0;  // staged for the open (0 unless rendered and still wanted)
+  };
+  Early prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
   // Whether the decoded pixels or every raw chunk of s are in memory (a tier or the staging).
   bool inputs_at_hand(const Sample& s);
   // Reads the header of a file whose dimensions are not known yet (the HeaderProber's work): its
@@ -123,10 +128,6 @@ class SampleStore {
   // prefetch window's room, a read meanwhile counts as late) and render_ahead (no order; the
   // staging's room for renders ahead) differ only in whose room they take.
   enum class EarlyRoom { prefetch, ahead };
-  struct Early {
-    AheadOutcome outcome;
-    uint64_t bytes = 0;  // staged for the open (0 unless rendered and still wanted)
-  };
   Early render_before_open(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming, EarlyRoom room);
   bool variant_beside_pixels(const Slot& slot, Form form) const;  // Placer::variant_beside_pixels
   // A fill: a staged entry when the prefetcher made one, else make().
