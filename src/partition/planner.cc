@@ -42,12 +42,18 @@ model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   return in;
 }
 
+// Whether a plan for these inputs keeps each variant beside its decoded pixels in RAM (the
+// Placer holds the enforced answer; with no samples there is nothing to place beside).
+bool Planner::beside_pixels(const model::Inputs& planning) {
+  return planning.samples > 0 && planning.variant_beside_pixels();
+}
+
 void Planner::enforce(const model::Placement& p, const model::Inputs& planning) {
-  enforced_beside_ = planning.variant_beside_pixels();
   enforced_ = p;
+  const bool beside = beside_pixels(planning);
   // No images, no samples: nothing to partition, every file is cached as read.
   if (planning.samples <= 0) {
-    placer_.set_variant_beside_pixels(false);
+    placer_.set_variant_beside_pixels(beside);
     return;
   }
   const Placer::Layout before = placer_.layout();
@@ -66,7 +72,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
     for (Form f : kAllForms) {
       double bytes = p.at(f, t) * planning.size_of(f) / cfg_.headroom;
       // The variants kept beside decoded pixels in RAM count in the augmented share.
-      if (f == Form::augmented && t == Tier::ram && planning.variant_beside_pixels())
+      if (f == Form::augmented && t == Tier::ram && beside)
         bytes += p.at(Form::decoded, Tier::ram) * planning.size_of(Form::augmented) / cfg_.headroom;
       // Room for the files that are not samples, with the SSD's 64-byte header per chunk.
       if (f == Form::raw) bytes += cfg_.other_bytes * 1.01 + 65536;
@@ -75,7 +81,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   }
   cache_.set_partition(shares[0], shares[1]);
   // After the shares: the store admits variants beside pixels only once the room is there.
-  placer_.set_variant_beside_pixels(enforced_beside_);
+  placer_.set_variant_beside_pixels(beside);
 }
 
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {
@@ -100,7 +106,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     }
   }
   // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
-  if (first || next.n != enforced_.n || planning.variant_beside_pixels() != enforced_beside_) {
+  if (first || next.n != enforced_.n || beside_pixels(planning) != placer_.variant_beside_pixels()) {
     if (!first) status_.moves++;
     enforce(next, planning);
   }

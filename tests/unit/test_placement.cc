@@ -319,6 +319,31 @@ TEST(Planner, RePlansOnDriftOnlyAndKeepsAPlanThatIsStillAsGood) {
   EXPECT_EQ(planner.status().plans, 2u);
 }
 
+// The Placer holds the one copy of "each variant rides beside its decoded pixels in RAM": the
+// planner compares a new plan's answer with it. With no samples there is nothing to place beside,
+// so the answer stays off and a plan that changes nothing is not a move.
+TEST(Planner, VariantsBesidePixelsIsPublishedOnceAndNoSamplesMoveNothing) {
+  for (double samples : {0.0, 100.0}) {
+    SCOPED_TRACE(samples);
+    PlannerRig rig;
+    rig.in.samples = samples;
+    rig.in.aug_reuse = 4;  // an augmented view whose variants are served 4 times
+    PlannerConfig cfg;
+    cfg.fixed = true;
+    cfg.fixed_shares = {{{0, 1, 0}, {1, 0, 0}}};
+    Planner planner = rig.make(cfg);
+    planner.plan_now("test");
+    EXPECT_EQ(rig.placer.variant_beside_pixels(), samples > 0);
+    planner.plan_now("again");
+    planner.plan_now("and again");
+    EXPECT_EQ(planner.status().moves, 0u) << "a plan that changes nothing counted as a move";
+    rig.in.aug_reuse = 1;  // fresh variants: nothing rides beside the pixels
+    planner.plan_now("aug_reuse 1");
+    EXPECT_FALSE(rig.placer.variant_beside_pixels());
+    EXPECT_EQ(planner.status().moves, samples > 0 ? 1u : 0u);
+  }
+}
+
 TEST(Planner, FixedEnforcesTheSharesAndReportsTheOptimum) {
   PlannerRig rig;
   PlannerConfig cfg;

@@ -68,6 +68,7 @@ class Planner {
  private:
   model::Inputs planning_inputs(const model::Inputs& measured) const;  // budgets x headroom
   void enforce(const model::Placement& p, const model::Inputs& planning);
+  static bool beside_pixels(const model::Inputs& planning);
   void replan_locked(const model::Inputs& measured, const std::string& reason);
 
   PlannerConfig cfg_;
@@ -80,7 +81,6 @@ class Planner {
   model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
   model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)
   model::Placement enforced_;
-  bool enforced_beside_ = false;  // the shares give variants room beside decoded pixels
   Status status_;
   std::chrono::steady_clock::time_point last_plan_{};
 };
