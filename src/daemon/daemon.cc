@@ -390,7 +390,9 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
     pc.max_in_flight = opts.prefetch_threads;
     p.prefetcher =
         std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc, p.prefetch_counters,
-                                     [&p](uint32_t node) { return p.augmented_fs->current_variant(node); });
+                                     [&p](uint32_t node, uint32_t later) {
+                                       return p.augmented_fs->current_variant(node, later);
+                                     });
   }
 
   // The partition model's measurements, ticking once a second from the end of construction.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 namespace prepfs {
 namespace {
@@ -158,8 +159,17 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     JobAhead v{name, j->cursor, {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
-    for (; p < j->end() && v.ahead.size() < max_per_job; p++)
-      if (!j->consumed[p - j->base]) v.ahead.emplace_back(p, j->seq[p - j->base]);
+    std::unordered_map<uint32_t, uint32_t> earlier;  // per node seen: its accesses before the next one
+    for (; p < j->end() && v.ahead.size() < max_per_job; p++) {
+      if (j->consumed[p - j->base]) continue;
+      const Access& a = j->seq[p - j->base];
+      auto [it, first] = earlier.try_emplace(a.node, 0);
+      // A node's pending accesses are a chain from its head (consumed in that order): the first
+      // one seen in this walk counts its hops from the head.
+      if (first)
+        for (uint64_t q = j->head[a.node]; q != kNone && q < p; q = j->next_same[q - j->base]) it->second++;
+      v.ahead.push_back(JobAhead::Next{p, a, it->second++});
+    }
     out.push_back(std::move(v));
   }
   return out;

@@ -92,9 +92,9 @@ void Prefetcher::round() {
         if (in_flight_ >= cfg_.max_in_flight) return;
       }
       if (window >= cfg_.window_bytes) return;
-      const auto& [pos, a] = j.ahead[next[ji]];
+      const auto& [pos, a, earlier] = j.ahead[next[ji]];
       const Sample s = store_.resolve(a.node);
-      const uint32_t variant = a.form == Form::augmented ? variant_of_(a.node) : 0;
+      const uint32_t variant = a.form == Form::augmented ? variant_of_(a.node, earlier) : 0;
       bool claimed;
       {
         std::lock_guard lock(mu_);
@@ -167,7 +167,7 @@ uint64_t Prefetcher::prefetch_variant(Sample s, uint32_t variant) {
     s = store_.resolve(s.node);
   }
   const uint32_t node = s.node;
-  auto upcoming = [&] { return variant_of_(node) == variant; };
+  auto upcoming = [&] { return variant_of_(node, 0) <= variant; };  // no open has served it yet
   constexpr int kFetches = 3;
   uint64_t got = 0;
   for (int fetch = 0; fetch < kFetches; fetch++) {

@@ -329,6 +329,54 @@ TEST(Daemon, APublishedOrdersVariantsAreRenderedAheadAndEachOpenGetsItsOwn) {
   }
 }
 
+// A file listed several times in one order (sampling with replacement, importance sampling) gets
+// each of its opens' variants rendered ahead, not just the next one, and each open still gets the
+// variant (seed, path, k) defines.
+TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
+  for (const char* partition : {"partition=fixed:100/0/0", "partition=fixed:0/100/0"}) {
+    SCOPED_TRACE(partition);
+    Rig rig(std::string("probe=mount,seed=7,aug_reuse=1,render_ahead=0,") + partition);
+    Daemon d(rig.opts);
+    const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+    constexpr uint32_t kTimes = 3;
+    std::vector<std::string> ppms;
+    std::vector<Sample> samples;
+    for (const auto& [path, jpeg] : rig.images) {
+      ppms.push_back(path.substr(0, path.size() - 4) + ".ppm");
+      samples.push_back(d.store().resolve(uint32_t(walk(d.augmented_fs(), 1, ppms.back()) - 1)));
+    }
+    std::string order = "job t\n";
+    for (uint32_t k = 0; k < kTimes; k++)
+      for (size_t i = 0; i < ppms.size(); i++) order += "augmented/" + ppms[(i + k) % ppms.size()] + "\n";
+    const uint64_t ino = walk(d.control_fs(), 1, "order");
+    OpenReply w = d.control_fs().open(ino, O_WRONLY);
+    d.control_fs().write(ino, w.fh, 0, order);
+    d.control_fs().release(ino, w.fh);
+    auto all_ready = [&] {
+      for (const Sample& s : samples)
+        for (uint32_t k = 0; k < kTimes; k++)
+          if (!d.store().ready(s, Form::augmented, k)) return false;
+      return true;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!all_ready() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(all_ready()) << "a later open's variant was not rendered ahead\n" << d.stats_json();
+    const uint64_t renders = load(d.renders().augmented);
+    for (uint32_t k = 0; k < kTimes; k++)
+      for (size_t i = 0; i < ppms.size(); i++) {
+        const size_t f = (i + k) % ppms.size();
+        const auto& [path, jpeg] = rig.images[f];
+        transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, k);
+        EXPECT_EQ(read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppms[f])),
+                  str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm,
+                                                  augment_options(rig.opts))))
+            << path << " open " << k;
+      }
+    EXPECT_EQ(load(d.renders().augmented), renders) << "an open rendered its variant itself";
+  }
+}
+
 // A published order's variant is rendered ahead from inputs fetched first, in a cpu slot nobody
 // waits for. Inputs dropped meanwhile (a re-plan moved the sample; an eviction) are fetched
 // again: the variant is still rendered before its open. Before, the task gave up, the

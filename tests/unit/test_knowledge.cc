@@ -174,8 +174,8 @@ TEST(JobKnowledge, ReadsConsumeTheClosestJobsAccessAndCursorsAdvance) {
   EXPECT_EQ(up[0].name, "a");
   EXPECT_EQ(up[0].ahead.size(), 4u);
   EXPECT_EQ(up[1].ahead.size(), 1u);
-  EXPECT_EQ(up[1].ahead[0].second.node, 4u);
-  EXPECT_EQ(up[1].ahead[0].second.form, Form::decoded);
+  EXPECT_EQ(up[1].ahead[0].access.node, 4u);
+  EXPECT_EQ(up[1].ahead[0].access.form, Form::decoded);
   k.reset("a");
   EXPECT_EQ(k.next_use(1), SampleKnowledge::kNever);
   k.end("b");
@@ -196,6 +196,27 @@ TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   EXPECT_TRUE(k.note_access(1));
   EXPECT_FALSE(k.note_access(1));
   EXPECT_FALSE(k.has_future());
+}
+
+// Each pending access says how many of the job's pending accesses of the same sample come before
+// it (the prefetcher renders the variant of that later open), also when the walk starts past the
+// cursor and after some of them were read.
+TEST(JobKnowledge, UpcomingAccessesCountTheSameSamplesEarlierAccesses) {
+  JobKnowledge k(4);
+  k.publish("a", {{1, Form::augmented}, {2, Form::augmented}, {1, Form::augmented}, {3, Form::augmented},
+                  {1, Form::augmented}, {2, Form::augmented}});
+  auto earlier = [&](const std::map<std::string, uint64_t>& from) {
+    std::vector<std::pair<uint32_t, uint32_t>> out;  // (node, earlier)
+    const std::vector<JobAhead> up = k.upcoming(from, 10);
+    for (const JobAhead::Next& n : up.at(0).ahead) out.emplace_back(n.access.node, n.earlier);
+    return out;
+  };
+  using V = std::vector<std::pair<uint32_t, uint32_t>>;
+  EXPECT_EQ(earlier({}), (V{{1, 0}, {2, 0}, {1, 1}, {3, 0}, {1, 2}, {2, 1}}));
+  EXPECT_EQ(earlier({{"a", 3}}), (V{{3, 0}, {1, 2}, {2, 1}}));
+  EXPECT_TRUE(k.note_access(1));  // position 0
+  EXPECT_EQ(earlier({}), (V{{2, 0}, {1, 0}, {3, 0}, {1, 1}, {2, 1}}));
+  EXPECT_EQ(earlier({{"a", 4}}), (V{{1, 1}, {2, 1}}));
 }
 
 // Two opportunistic jobs need the same samples this epoch. What one of them reads stays for the

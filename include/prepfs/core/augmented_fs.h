@@ -45,9 +45,10 @@ class AugmentedFs final : public Filesystem {
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override;
 
-  // The variant the next open of node serves (what the cache may hold for it).
-  uint32_t current_variant(uint32_t node) const {
-    return node < tree_.size() ? opens_[node].load(std::memory_order_relaxed) / aug_reuse_ : 0;
+  // The variant the next open of node serves (what the cache may hold for it), or with `later`
+  // the open that many opens after the next (a file listed again further on in an order).
+  uint32_t current_variant(uint32_t node, uint32_t later = 0) const {
+    return node < tree_.size() ? (opens_[node].load(std::memory_order_relaxed) + later) / aug_reuse_ : 0;
   }
   unsigned aug_reuse() const { return aug_reuse_; }
 

@@ -34,9 +34,14 @@ struct Access {
 
 // One job's accesses ahead of its cursor, with their absolute positions.
 struct JobAhead {
+  struct Next {
+    uint64_t pos;
+    Access access;
+    uint32_t earlier;  // this job's pending accesses of the same node before this one
+  };
   std::string name;
   uint64_t cursor = 0;  // first unconsumed position
-  std::vector<std::pair<uint64_t, Access>> ahead;
+  std::vector<Next> ahead;
 };
 
 struct JobStatus {

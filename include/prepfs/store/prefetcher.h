@@ -32,8 +32,9 @@ struct PrefetchConfig {
 
 class Prefetcher {
  public:
-  // variant_of(node): the augmented variant the next open of node will serve.
-  using VariantFn = std::function<uint32_t(uint32_t node)>;
+  // variant_of(node, later): the augmented variant the open of node `later` opens after the next
+  // will serve (0: the next open).
+  using VariantFn = std::function<uint32_t(uint32_t node, uint32_t later)>;
   Prefetcher(SampleStore& store, JobKnowledge& knowledge, Staging& staging, Renderer& renderer, PrefetchConfig cfg,
              PrefetchCounters& counters, VariantFn variant_of);
   ~Prefetcher();  // stops and joins the threads
