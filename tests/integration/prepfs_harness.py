@@ -167,19 +167,8 @@ class SlowFs:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, *exc):
-        died = self.proc.poll() is not None
+    def __exit__(self, *exc):
         self.stop()
-        if exc_type is not None:
-            # A failing test shows why: the daemon's last words (a sanitizer report, a crash, the
-            # log line behind an EIO). pytest prints captured stderr with the failure.
-            tail = self.log_text_after_close().splitlines()[-80:]
-            state = f"exited with {self.proc.returncode}" if died else "was running"
-            print(f"--- prepfs {state}; last lines of {self.ssd_dir}.log:", *tail, sep="\n", file=sys.stderr)
-
-    def log_text_after_close(self):
-        with open(self.ssd_dir + ".log", "rb") as f:
-            return f.read().decode(errors="replace")
 
 
 def make_dataset(root, files=120, seed=1):
