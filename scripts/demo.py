@@ -25,17 +25,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The sampler package from this checkout: the demo must not need `meson install`.
 sys.path.insert(0, os.path.join(REPO, "tools", "python"))
 from prepfs import MountClient, PrepfsSampler  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from mounts import Daemon, SlowFs, mounts_under  # noqa: E402  (bench/mounts.py)
 
 # The slow source: a remote object store's per-request latencies and a shared bandwidth cap.
 SLOW = {"open": 2.0, "read": 1.0, "meta": 0.2, "mbps": 40.0}
-
-
-def mounts_under(root):
-    """Mountpoints at or below root, deepest first (the order to unmount them in)."""
-    root = os.path.realpath(root)
-    with open("/proc/self/mountinfo") as f:
-        pts = [line.split()[4] for line in f]
-    return sorted((p for p in pts if p == root or p.startswith(root + "/")), key=len, reverse=True)
+SLOW_ARGS = ["--open-latency-ms", str(SLOW["open"]), "--read-latency-ms", str(SLOW["read"]),
+             "--meta-latency-ms", str(SLOW["meta"]), "--bandwidth-mbps", str(SLOW["mbps"]), "--threads", "64"]
 
 
 def read_file(path):
@@ -54,55 +50,10 @@ def files_under(root):
     return sorted(out)
 
 
-class Proc:
-    """A FUSE daemon in the foreground that this demo started (and so may stop)."""
-
-    def __init__(self, argv, mnt, ready, log, what):
-        self.mnt, self.what = mnt, what
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while not ready():
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.stop()
-                sys.exit(f"{what} did not mount (exit {self.proc.poll()}); see {log.name}")
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for p in mounts_under(self.mnt):  # a daemon that died uncleanly leaves its mounts behind
-            subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
-
-
-class SlowFs(Proc):
-    def __init__(self, exe, src, mnt, log):
-        self.mnt = mnt
-        super().__init__([exe, src, mnt, "-f", "--open-latency-ms", str(SLOW["open"]),
-                          "--read-latency-ms", str(SLOW["read"]), "--meta-latency-ms", str(SLOW["meta"]),
-                          "--bandwidth-mbps", str(SLOW["mbps"]), "--threads", "64"],
-                         mnt, self._answers, log, "prepfs-slowfs")
-
-    def _answers(self):
-        try:
-            self.counters()
-            return True
-        except OSError:
-            return False
-
-    def counters(self):
-        return json.loads(os.getxattr(self.mnt, "user.slowfs.stats"))
-
-
-class Prepfs(Proc):
+class Prepfs(Daemon):
     def __init__(self, exe, src, mnt, ssd_dir, opts, log):
-        self.mnt = mnt
         super().__init__([exe, src, mnt, "-f", "-o", f"ssd_dir={ssd_dir},{opts}"], mnt,
-                         lambda: os.path.exists(self.ctl("stats")), log, "prepfs")
+                         lambda: os.path.exists(self.ctl("stats")), "prepfs", log)
 
     def ctl(self, name):
         return os.path.join(self.mnt, ".prepfs", name)
@@ -162,7 +113,7 @@ def main():
         print(f"== generating {args.classes}x{args.per_class} ImageNet-like JPEGs in {src}", flush=True)
         subprocess.run([sys.executable, os.path.join(REPO, "bench", "gen_dataset.py"), src, "--classes",
                         str(args.classes), "--per-class", str(args.per_class)], check=True)
-        slow = SlowFs(slowfs_exe, src, slow_mnt, log)
+        slow = SlowFs(slowfs_exe, src, slow_mnt, SLOW_ARGS, log)
         daemons.append(slow)
         print(f"== the source: prepfs-slowfs at {slow_mnt}, a remote-like store: {SLOW['open']:g} ms per open, "
               f"{SLOW['read']:g} ms per read, {SLOW['mbps']:g} MB/s shared")
@@ -280,6 +231,8 @@ def main():
         slow.stop()
         kept = f"; the daemons' log is {log.name}" if args.keep else " (--keep keeps the work directory)"
         print(f"\n== unmounted cleanly: {not mounts_under(work)}{kept}")
+    except (RuntimeError, TimeoutError) as e:  # a daemon that did not mount
+        sys.exit(f"{e}; see {log.name} (--keep keeps it)")
     finally:
         for d in reversed(daemons):  # prepfs before the source it reads
             d.stop()

@@ -50,6 +50,7 @@ BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 from bench_deps import ensure_matplotlib  # noqa: E402
+from mounts import force_unmount, is_mounted  # noqa: E402  (bench/mounts.py)
 
 FORMS = ("raw", "decoded", "augmented")
 TIERS = ("ram", "ssd")
@@ -223,26 +224,8 @@ def ensure_dataset(work, spec, jobs):
 # Processes and mounts
 # --------------------------------------------------------------------------------------------
 
-def mounts_under(path):
-    path = os.path.realpath(path)
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4].replace("\\040", " ")
-            if mp == path or mp.startswith(path + "/"):
-                out.append(mp)
-    return sorted(out, key=len, reverse=True)
-
-
-def is_mounted(path):
-    return os.path.realpath(path) in mounts_under(path)
-
-
-def force_unmount(path):
-    for mp in mounts_under(path):
-        subprocess.run(["umount", "-l", mp], stderr=subprocess.DEVNULL)
-
-
+# is_mounted and force_unmount: bench/mounts.py (imported above). wait_for is this
+# bench's own: it probes in a thread, so a hung mount cannot hang the whole run.
 def probe(pred, timeout):
     """Runs pred() in a thread so a hung FUSE mount cannot hang the caller; False on timeout."""
     result = []

@@ -17,6 +17,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+import mounts  # noqa: E402  (bench/mounts.py: the daemons and mounts every Python driver shares)
+from mounts import force_unmount, wait_for  # noqa: E402
 PYTHON = "/usr/bin/python3"  # Debian's: the one python3-torch and the installed prepfs package belong to
 PREPCTL = os.path.join(REPO, "tools", "prepctl")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -105,28 +108,6 @@ def children_cpu():
 # Mounts
 # --------------------------------------------------------------------------------------------
 
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
-def force_unmount(path):
-    for _ in range(3):
-        if not is_mounted(path):
-            return
-        subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL)
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
 class Prepfs:
     """A prepfs daemon in the foreground; `with Prepfs(...) as fs:` mounts, stats, stops."""
 
@@ -205,47 +186,15 @@ class Prepfs:
         self.stop()
 
 
-class SlowFs:
+class SlowFs(mounts.SlowFs):
     """bench/slowfs.cc over a directory: a remote-like source whose counters say what it served."""
 
     def __init__(self, tools, source, mnt, args):
-        self.mnt = mnt
         os.makedirs(mnt, exist_ok=True)
-        self.args = list(args)
-        self.proc = subprocess.Popen([tools.slowfs, source, mnt, "-f", *self.args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.proc.poll() is not None or self._answers(), 30, "slowfs mount")
-        if self.proc.poll() is not None:
-            raise RuntimeError("slowfs failed to mount")
-
-    def _answers(self):
-        try:
-            self.counters()
-            return True
-        except OSError:
-            return False
-
-    def counters(self):
-        return json.loads(os.getxattr(self.mnt, "user.slowfs.stats"))
+        super().__init__(tools.slowfs, source, mnt, args)
 
     def cpu(self):
         return proc_cpu(self.proc.pid)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        force_unmount(self.mnt)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,23 +11,21 @@ import re
 import signal
 import subprocess
 import sys
-import time
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+sys.path.insert(0, BENCH)
+import mounts  # noqa: E402  (bench/mounts.py: the daemons and mounts every Python driver shares)
+from mounts import force_unmount, is_mounted, wait_for  # noqa: E402,F401  (re-exported: bench/s3 uses them)
 
 PREPFS_BIN = os.environ.get("PREPFS_BIN", "build/tools/prepfs")
 SLOWFS_BIN = os.environ.get("SLOWFS_BIN", "build/bench/prepfs-slowfs")
-GEN_DATASET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gen_dataset.py")
+GEN_DATASET = os.path.join(BENCH, "gen_dataset.py")
 
 
 def gen_images(dest, classes, per_class):
     """Real JPEGs in ImageFolder layout (dest/train/<class>/*.JPEG), from bench/gen_dataset.py."""
     subprocess.run([sys.executable, GEN_DATASET, str(dest), "--classes", str(classes), "--per-class", str(per_class),
                     "--synthetic"], check=True, stdout=subprocess.DEVNULL)
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
 
 
 def help_option_keys():
@@ -47,22 +45,6 @@ def assert_one_clear_line(res, *words):
     for w in words:
         assert w in lines[0], lines[0]
     assert "terminate called" not in res.stderr and "what():" not in res.stderr
-
-
-def wait_for(pred, timeout=20.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def force_unmount(path):
-    for _ in range(3):
-        if not is_mounted(path):
-            return
-        subprocess.run(["umount", "-l", path], stderr=subprocess.DEVNULL)
 
 
 class Prepfs:
@@ -130,45 +112,11 @@ class Prepfs:
             return f.read().decode(errors="replace")
 
 
-class SlowFs:
+class SlowFs(mounts.SlowFs):
     """The slow-source simulator mounted over a directory; its counters prove what was fetched."""
 
     def __init__(self, source, mountpoint, *args):
-        self.mnt = str(mountpoint)
-        self.proc = subprocess.Popen([SLOWFS_BIN, str(source), self.mnt, "-f", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.proc.poll() is not None or is_mounted(self.mnt), what="slowfs mount")
-        if self.proc.poll() is not None:
-            raise RuntimeError("slowfs failed to mount")
-        wait_for(self._answers, what="slowfs answering")
-
-    def _answers(self):
-        try:
-            self.counters()
-            return True
-        except OSError:
-            return False
-
-    def counters(self):
-        return json.loads(os.getxattr(self.mnt, "user.slowfs.stats"))
-
-    def reset(self):
-        os.setxattr(self.mnt, "user.slowfs.reset", b"1")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        force_unmount(self.mnt)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().__init__(SLOWFS_BIN, source, mountpoint, args)
 
 
 def make_dataset(root, files=120, seed=1):
