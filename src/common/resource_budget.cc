@@ -6,29 +6,48 @@ ResourceBudget::Take ResourceBudget::take(uint64_t amount, std::chrono::millisec
   std::unique_lock lock(mu_);
   if (amount > total_) return Take::too_large;
   const auto fits = [&] { return used_ <= total_ && total_ - used_ >= amount; };
-  if (!fits()) {
-    waiting_++;
-    const bool got = freed_.wait_for(lock, wait, fits);
-    waiting_--;
-    if (!got) return amount > total_ ? Take::too_large : Take::timed_out;
+  if (fits()) {
+    used_ += amount;
+    return Take::taken;
   }
-  used_ += amount;
+  waiting_++;
+  const bool got = freed_.wait_for(lock, wait, fits);
+  waiting_--;
+  if (got) used_ += amount;
+  // The last waiter leaving (with its part, or timed out) may leave room that work ahead waits for.
+  const bool idle = idle_locked(1);
+  lock.unlock();
+  if (idle) idle_.notify_one();
+  if (!got) return amount > total_ ? Take::too_large : Take::timed_out;
   return Take::taken;
 }
 
 bool ResourceBudget::take_if_idle(uint64_t amount) {
   std::lock_guard lock(mu_);
-  if (waiting_ > 0 || used_ > total_ || total_ - used_ < amount) return false;
+  if (!idle_locked(amount)) return false;
   used_ += amount;
   return true;
 }
 
+bool ResourceBudget::take_when_idle(uint64_t amount, std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (!idle_.wait_for(lock, wait, [&] { return idle_locked(amount); })) return false;
+  used_ += amount;
+  const bool more = idle_locked(1);  // room for the next idle taker too: pass the wake-up on
+  lock.unlock();
+  if (more) idle_.notify_one();
+  return true;
+}
+
 void ResourceBudget::set_total(uint64_t total) {
+  bool idle;
   {
     std::lock_guard lock(mu_);
     total_ = total;
+    idle = idle_locked(1);
   }
   freed_.notify_all();
+  if (idle) idle_.notify_one();
 }
 
 uint64_t ResourceBudget::total() const {
@@ -42,11 +61,14 @@ unsigned ResourceBudget::waiting() const {
 }
 
 void ResourceBudget::give_back(uint64_t amount) {
+  bool idle;
   {
     std::lock_guard lock(mu_);
     used_ -= amount;
+    idle = idle_locked(1);
   }
   freed_.notify_all();
+  if (idle) idle_.notify_one();  // nobody waits: the part may go to work ahead
 }
 
 uint64_t ResourceBudget::in_use() const {

@@ -107,8 +107,8 @@ ResourceBudget::Hold Renderer::take_slot(const Sample& s) {
   return ResourceBudget::Hold(&cpu_slots_, 1);
 }
 
-ResourceBudget::Hold Renderer::idle_slot() {
-  if (!cpu_slots_.take_if_idle(1)) return {};
+ResourceBudget::Hold Renderer::idle_slot(std::chrono::milliseconds wait) {
+  if (!(wait.count() > 0 ? cpu_slots_.take_when_idle(1, wait) : cpu_slots_.take_if_idle(1))) return {};
   return ResourceBudget::Hold(&cpu_slots_, 1);
 }
 

@@ -68,6 +68,26 @@ TEST(ResourceBudget, TakeIfIdleNeverJumpsAheadOfAWaiter) {
   EXPECT_EQ(b.in_use(), 0u);
 }
 
+// The prefetcher's renders ahead wait for an idle slot: woken when one comes back while no reader
+// waits (never before a waiting reader), each idle taker in turn, and bounded by their wait.
+TEST(ResourceBudget, TakeWhenIdleWaitsBehindReadersAndWakesWhenAPartComesBackIdle) {
+  ResourceBudget b(2);
+  ASSERT_EQ(b.take(2, 0ms), ResourceBudget::Take::taken);
+  EXPECT_FALSE(b.take_when_idle(1, 10ms)) << "nothing comes back: the wait ends";
+  auto ahead1 = std::async(std::launch::async, [&] { return b.take_when_idle(1, 60s); });
+  auto ahead2 = std::async(std::launch::async, [&] { return b.take_when_idle(1, 60s); });
+  auto reader = std::async(std::launch::async, [&] { return b.take(1, 60s); });
+  while (b.waiting() == 0) std::this_thread::sleep_for(1ms);
+  b.give_back(1);
+  EXPECT_EQ(reader.get(), ResourceBudget::Take::taken) << "the reader first";
+  EXPECT_EQ(ahead1.wait_for(50ms), std::future_status::timeout) << "work ahead took a reader's slot";
+  EXPECT_EQ(ahead2.wait_for(0ms), std::future_status::timeout);
+  b.give_back(2);  // both slots idle at once: both idle takers wake, well before their 60 s
+  EXPECT_TRUE(ahead1.get());
+  EXPECT_TRUE(ahead2.get());
+  EXPECT_EQ(b.in_use(), 2u);
+}
+
 // cpu=auto resizes the slots while renders hold some: a shrink makes takers wait until enough
 // is given back; a grow lets a waiter in at once.
 TEST(ResourceBudget, ANewTotalAppliesToTheNextTakes) {

@@ -21,6 +21,10 @@ class ResourceBudget {
   // Takes `amount` only if it is free now and nobody waits: work that must never delay a waiter
   // (rendering ahead of the readers) takes its part this way.
   bool take_if_idle(uint64_t amount);
+  // The same, waiting at most `wait` for the budget to become idle; false if it did not. Such
+  // takers are woken when a part comes back while nobody waits (one at a time), never polled:
+  // work waiting to run ahead costs nothing while the readers keep every part busy.
+  bool take_when_idle(uint64_t amount, std::chrono::milliseconds wait);
   void give_back(uint64_t amount);
   // A new total (cpu=auto resizes the transform slots). What is taken stays taken: after a
   // shrink, takers wait until enough is given back.
@@ -50,7 +54,11 @@ class ResourceBudget {
 
  private:
   mutable std::mutex mu_;
+  // Free for work ahead: `amount` fits and no taker waits. (The wake-ups check for 1, what every
+  // idle taker in the daemon takes; a larger one may sleep until its wait ends.)
+  bool idle_locked(uint64_t amount) const { return waiting_ == 0 && used_ <= total_ && total_ - used_ >= amount; }
   std::condition_variable freed_;
+  std::condition_variable idle_;  // take_when_idle's takers
   uint64_t total_;
   uint64_t used_ = 0;
   unsigned waiting_ = 0;

@@ -69,9 +69,10 @@ class Renderer {
   void check_renderable(const Sample& s);
   // A CPU slot is free right now (work ahead of the readers runs only then).
   bool has_idle_slot() const { return cpu_slots_.in_use() < cpu_slots_.total(); }
-  // A cpu slot taken now for work ahead of the readers (renders with SlotUse::held run in it),
-  // only if one is free and no render waits for one; empty otherwise.
-  ResourceBudget::Hold idle_slot();
+  // A cpu slot taken for work ahead of the readers (renders with SlotUse::held run in it), only
+  // if one is free and no render waits for one: now, or once that happens within `wait` (woken,
+  // not polled); empty otherwise.
+  ResourceBudget::Hold idle_slot(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // cpu=auto: the number of transforms that may run at once from now on (at least 1).
   void set_cpu_slots(unsigned n);
   unsigned cpu_slots() const { return unsigned(cpu_slots_.total()); }
