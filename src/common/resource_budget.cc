@@ -14,12 +14,12 @@ ResourceBudget::Take ResourceBudget::take(uint64_t amount, std::chrono::millisec
   const bool got = freed_.wait_for(lock, wait, fits);
   waiting_--;
   if (got) used_ += amount;
+  const Take result = got ? Take::taken : amount > total_ ? Take::too_large : Take::timed_out;
   // The last waiter leaving (with its part, or timed out) may leave room that work ahead waits for.
   const bool idle = idle_locked(1);
   lock.unlock();
   if (idle) idle_.notify_one();
-  if (!got) return amount > total_ ? Take::too_large : Take::timed_out;
-  return Take::taken;
+  return result;
 }
 
 bool ResourceBudget::take_if_idle(uint64_t amount) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <map>
 
 namespace prepfs {
 namespace {
@@ -159,15 +159,18 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     JobAhead v{name, j->cursor, {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
-    std::unordered_map<uint32_t, uint32_t> earlier;  // per node seen: its accesses before the next one
+    // Per (node, form) seen: its pending accesses before the next one. Only the same form's count
+    // (augmented/ opens choose variants; a raw/ read of the file does not).
+    std::map<std::pair<uint32_t, Form>, uint32_t> earlier;
     for (; p < j->end() && v.ahead.size() < max_per_job; p++) {
       if (j->consumed[p - j->base]) continue;
       const Access& a = j->seq[p - j->base];
-      auto [it, first] = earlier.try_emplace(a.node, 0);
+      auto [it, first] = earlier.try_emplace({a.node, a.form}, 0);
       // A node's pending accesses are a chain from its head (consumed in that order): the first
-      // one seen in this walk counts its hops from the head.
+      // one seen in this walk counts the same form's from the head.
       if (first)
-        for (uint64_t q = j->head[a.node]; q != kNone && q < p; q = j->next_same[q - j->base]) it->second++;
+        for (uint64_t q = j->head[a.node]; q != kNone && q < p; q = j->next_same[q - j->base])
+          it->second += j->seq[q - j->base].form == a.form;
       v.ahead.push_back(JobAhead::Next{p, a, it->second++});
     }
     out.push_back(std::move(v));

@@ -93,6 +93,8 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
   status_.last_reason = reason;
   model::Placement next = cfg_.fixed ? model::fixed_placement(planning, cfg_.fixed_shares) : plan_.placement;
   const bool first = status_.plans == 1;
+  // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
+  const bool beside_changed = beside_pixels(planning) != placer_.variant_beside_pixels();
   if (!first && !cfg_.fixed) {
     // Keep the enforced placement unless the new one is clearly better under the new inputs.
     const double now = model::predict(planning, enforced_).throughput;
@@ -102,11 +104,13 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
           "the current {:.1f}",
           reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
+      // Kept, but under the new answer: the same slots, the shares and the admission it implies
+      // (samples do not move).
+      if (beside_changed) enforce(enforced_, planning);
       return;
     }
   }
-  // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
-  if (first || next.n != enforced_.n || beside_pixels(planning) != placer_.variant_beside_pixels()) {
+  if (first || next.n != enforced_.n || beside_changed) {
     if (!first) status_.moves++;
     enforce(next, planning);
   }

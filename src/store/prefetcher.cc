@@ -94,6 +94,10 @@ void Prefetcher::round() {
       if (window >= cfg_.window_bytes) return;
       const auto& [pos, a, earlier] = j.ahead[next[ji]];
       const Sample s = store_.resolve(a.node);
+      // The variant of the open `earlier` opens after the file's next. An open landing between
+      // the job's snapshot and this read (its count of opens moves before its access is consumed)
+      // makes it one too high: that render is staged for a later open or wasted, and this access
+      // is rendered on demand. Never a wrong serve: the key names the variant.
       const uint32_t variant = a.form == Form::augmented ? variant_of_(a.node, earlier) : 0;
       bool claimed;
       {

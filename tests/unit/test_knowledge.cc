@@ -217,6 +217,13 @@ TEST(JobKnowledge, UpcomingAccessesCountTheSameSamplesEarlierAccesses) {
   EXPECT_TRUE(k.note_access(1));  // position 0
   EXPECT_EQ(earlier({}), (V{{2, 0}, {1, 0}, {3, 0}, {1, 1}, {2, 1}}));
   EXPECT_EQ(earlier({{"a", 4}}), (V{{1, 1}, {2, 1}}));
+  // Only the same form counts: raw/ reads of a file choose no variant.
+  JobKnowledge mixed(4);
+  mixed.publish("m", {{1, Form::raw}, {1, Form::augmented}, {1, Form::raw}, {1, Form::augmented}});
+  std::vector<uint32_t> counts;
+  const std::vector<JobAhead> up = mixed.upcoming({{"m", 1}}, 10);
+  for (const JobAhead::Next& n : up.at(0).ahead) counts.push_back(n.earlier);
+  EXPECT_EQ(counts, (std::vector<uint32_t>{0, 1, 1}));
 }
 
 // Two opportunistic jobs need the same samples this epoch. What one of them reads stays for the

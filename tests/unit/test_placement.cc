@@ -344,6 +344,24 @@ TEST(Planner, VariantsBesidePixelsIsPublishedOnceAndNoSamplesMoveNothing) {
   }
 }
 
+// Under auto, a re-plan that keeps the enforced placement (the new optimum is not better enough)
+// still publishes a new answer to "variants beside pixels": the view or aug_reuse changed, and
+// the store must admit (or stop admitting) variants beside the pixels with it.
+TEST(Planner, AKeptPlacementStillTakesANewVariantsBesidePixelsAnswer) {
+  PlannerRig rig;
+  rig.in.aug_reuse = 1;
+  rig.in.ram_capacity = 1e9;  // every decoded image fits in RAM, with its variant beside: one optimum
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  EXPECT_FALSE(rig.placer.variant_beside_pixels());
+  for (unsigned reuse : {4u, 1u, 4u}) {
+    rig.in.aug_reuse = reuse;
+    planner.plan_now("aug_reuse " + std::to_string(reuse));
+    EXPECT_EQ(rig.placer.variant_beside_pixels(), reuse > 1) << "aug_reuse " << reuse << "\n"
+                                                              << planner.report_text();
+  }
+}
+
 TEST(Planner, FixedEnforcesTheSharesAndReportsTheOptimum) {
   PlannerRig rig;
   PlannerConfig cfg;

@@ -37,7 +37,7 @@ struct JobAhead {
   struct Next {
     uint64_t pos;
     Access access;
-    uint32_t earlier;  // this job's pending accesses of the same node before this one
+    uint32_t earlier;  // this job's pending accesses of the same node and form before this one
   };
   std::string name;
   uint64_t cursor = 0;  // first unconsumed position
