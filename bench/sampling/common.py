@@ -9,7 +9,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,6 @@ BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import mounts  # noqa: E402  (bench/mounts.py: the daemons and mounts every Python driver shares)
-from mounts import force_unmount, wait_for  # noqa: E402
 PYTHON = "/usr/bin/python3"  # Debian's: the one python3-torch and the installed prepfs package belong to
 PREPCTL = os.path.join(REPO, "tools", "prepctl")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -108,11 +106,10 @@ def children_cpu():
 # Mounts
 # --------------------------------------------------------------------------------------------
 
-class Prepfs:
+class Prepfs(mounts.Daemon):
     """A prepfs daemon in the foreground; `with Prepfs(...) as fs:` mounts, stats, stops."""
 
     def __init__(self, tools, source, mnt, options, work):
-        self.mnt = mnt
         os.makedirs(mnt, exist_ok=True)
         ssd_dir = mnt + "-cache"
         shutil.rmtree(ssd_dir, ignore_errors=True)
@@ -120,15 +117,11 @@ class Prepfs:
         self.options = f"ssd_dir={ssd_dir},log_level=warn," + options
         self.logpath = mnt + ".log"
         self.log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([tools.prepfs, source, mnt, "-f", "-o", self.options],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            wait_for(lambda: self.proc.poll() is not None or os.path.exists(self.ctl("stats")), 60, "prepfs mount")
-        except TimeoutError:
-            self.stop()
-            raise
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"prepfs exited with {self.proc.returncode}; see {self.logpath}")
+            super().__init__([tools.prepfs, source, mnt, "-f", "-o", self.options], mnt,
+                             lambda: os.path.exists(self.ctl("stats")), "prepfs", self.log, timeout=60)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}; see {self.logpath}") from None
 
     def ctl(self, name):
         return os.path.join(self.mnt, ".prepfs", name)
@@ -166,24 +159,9 @@ class Prepfs:
             return [tuple(l.split("\t")) for l in f.read().splitlines()]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        force_unmount(os.path.join(self.mnt, ".prepfs"))
-        force_unmount(os.path.join(self.mnt, "augmented"))
-        force_unmount(self.mnt)
+        super().stop(timeout=30)
         self.log.close()
         shutil.rmtree(self.mnt + "-cache", ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 class SlowFs(mounts.SlowFs):

@@ -47,23 +47,20 @@ def assert_one_clear_line(res, *words):
     assert "terminate called" not in res.stderr and "what():" not in res.stderr
 
 
-class Prepfs:
-    """A prepfs daemon in the foreground, as a child process."""
+class Prepfs(mounts.Daemon):
+    """A prepfs daemon in the foreground, as a child process; its log is SSD_DIR.log."""
 
     def __init__(self, source, mountpoint, ssd_dir, options="", extra_args=(), wrapper=()):
         """wrapper: a command prefix, such as nsenter into a network namespace."""
-        self.source, self.mnt, self.ssd_dir = str(source), str(mountpoint), str(ssd_dir)
+        self.source, self.ssd_dir = str(source), str(ssd_dir)
         opts = f"ssd_dir={self.ssd_dir},log_level=info" + ("," + options if options else "")
-        self.args = [*wrapper, PREPFS_BIN, self.source, self.mnt, "-f", "-o", opts, *extra_args]
+        self.args = [*wrapper, PREPFS_BIN, self.source, str(mountpoint), "-f", "-o", opts, *extra_args]
         self.log = open(os.path.join(self.ssd_dir + ".log"), "ab")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            wait_for(lambda: self.proc.poll() is not None or os.path.exists(self.stats_path), what="prepfs mount")
-        except TimeoutError:
-            self.stop()
-            raise
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"prepfs exited with {self.proc.returncode}: {self.log_text()}")
+            super().__init__(self.args, mountpoint, lambda: os.path.exists(self.stats_path), "prepfs", self.log,
+                             timeout=20)
+        except RuntimeError as e:  # it exited: its last words say why
+            raise RuntimeError(f"{e}: {self.log_text_after_close()}") from None
 
     @property
     def stats_path(self):
@@ -82,17 +79,9 @@ class Prepfs:
             return f.read().decode(errors="replace")
 
     def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        force_unmount(os.path.join(self.mnt, ".prepfs"))
-        force_unmount(self.mnt)
+        returncode = super().stop(sig)
         self.log.close()
-        return self.proc.returncode
+        return returncode
 
     def __enter__(self):
         return self
