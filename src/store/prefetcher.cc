@@ -152,7 +152,7 @@ void Prefetcher::coordinate() {
 // waits, as long as its open is still ahead: an open that comes first renders the variant itself.
 // An empty hold when the open came or the prefetcher stops. The wait sleeps until a slot comes
 // back idle; it looks at the open and the stop every 20 ms. (It used to poll every 1 ms: 16
-// waiting tasks burnt 6-8% of a core while the readers kept every slot busy, exactly when the
+// waiting tasks burnt 6-9% of a core while the readers kept every slot busy, exactly when the
 // cores are short: bench/prefetch_wait.)
 ResourceBudget::Hold Prefetcher::idle_slot_while(const std::function<bool()>& upcoming) {
   ResourceBudget::Hold slot = renderer_.idle_slot();
