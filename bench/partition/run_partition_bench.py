@@ -575,8 +575,76 @@ def model_usage(inputs, cells):
          "copy": s_aug + s_aug / r * (x[("augmented", "ram")] + beside),
          "hits": xf["raw"] + xf["decoded"] + xf["augmented"] * (r - 1) / r,
          "stores": (xf["augmented"] + beside) / r}
+    # The free room (MODEL.md): the recent fills in the RAM the placement leaves free keep variants,
+    # so fewer requests render, and bytes, so fewer renders fetch (model::predict_with_free_room).
+    room = free_room(inputs, x, miss)
+    outside_raw = miss + xf["raw"]
+    saved = 1 - room["renders"]
+    u["cpu_s"] -= outside_raw * c_full * saved + x[("decoded", "ssd")] * c_px * saved
+    u["ssd_read"] -= (x[("raw", "ssd")] * s_raw + x[("decoded", "ssd")] * s_dec) * saved
+    u["src_req"] -= miss * (1 - room["renders"] * (1 - room["raw_survival"]))
+    u["src_req"] -= xf["augmented"] / r * room["refill_raw_survival"]
+    for k in ("cpu_s", "ssd_read", "src_req"):
+        u[k] = max(0.0, u[k])
     u["src_bytes"] = s_raw * u["src_req"]
+    u["free_room"] = room
     return u
+
+
+def two_epoch_gap_cdf(t, n):
+    """P(U1 + U2 <= t), U1, U2 uniform on [0, n]: the requests between a sample's serves in two
+    consecutive shuffled epochs (model/partition.cc)."""
+    if t <= 0:
+        return 0.0
+    if t <= n:
+        return t * t / (2 * n * n)
+    if t < 2 * n:
+        return 1 - (2 * n - t) ** 2 / (2 * n * n)
+    return 1.0
+
+
+def survival(gap_epochs, touched, room, n):
+    """P(an entry among the recent fills is still there gap_epochs epochs later), least recently
+    used out, `touched` bytes put or touched per request."""
+    if touched <= 0:
+        return 1.0
+    return two_epoch_gap_cdf(room / touched - (gap_epochs - 1) * n, n)
+
+
+def free_room(inputs, x, miss):
+    """model::free_room for augmented/ readers: the room the recent fills get, and how often a
+    variant no tier keeps survives to its next serve, and an uncached sample's bytes to its next
+    render."""
+    g = inputs.get
+    n = g("samples", 0)
+    r = max(1.0, g("aug_reuse", 1))
+    s_raw, s_dec, s_aug = g("size_raw", 0), g("size_decoded", 0), g("size_augmented", 0)
+    held = s_aug * (r - 1) / r  # a variant in a tier is there R-1 of every R gaps between serves
+    beside = held if variant_beside_pixels(inputs) else 0.0
+    occupied = n * (x[("raw", "ram")] * s_raw + x[("decoded", "ram")] * (s_dec + beside) + x[("augmented", "ram")] * held)
+    room = max(g("ram_capacity", 0) - occupied, g("recent_floor", 8 << 20))
+    outside = miss + x[("raw", "ram")] + x[("raw", "ssd")] + x[("decoded", "ssd")]
+
+    def renders(h):
+        return (1 + (r - 1) * (1 - h)) / r
+
+    placed_variants = x[("augmented", "ram")] + x[("augmented", "ssd")]  # their refills fetch too
+
+    def touched(rho):
+        return (outside * s_aug * (r - 1) / r + (miss + x[("raw", "ssd")]) * s_raw * rho
+                + x[("decoded", "ssd")] * s_dec * rho + x[("augmented", "ssd")] * held + placed_variants * s_raw / r)
+    h = 0.0
+    if r > 1:
+        for _ in range(200):
+            h_next = survival(1, touched(renders(h)), room, n)
+            if abs(h_next - h) < 1e-12:
+                h = h_next
+                break
+            h = h_next
+    rho = renders(h)
+    t = touched(rho)
+    return {"room": room, "touched": t, "variant_survival": h, "renders": rho,
+            "raw_survival": survival(1 / rho, t, room, n), "refill_raw_survival": survival(r, t, room, n)}
 
 
 def model_predict(inputs, cells):

@@ -22,6 +22,7 @@ std::vector<NamedInput> named_inputs(const Inputs& in) {
       {"copy_bw", "B/s", in.copy_bw},
       {"consumer_rate", "samples/s", in.consumer_rate},
       {"aug_reuse", "", in.aug_reuse},
+      {"recent_floor", "B", in.recent_floor},
   };
 }
 

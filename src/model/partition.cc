@@ -108,6 +108,37 @@ Usage hit_usage(const Inputs& in, Form f, Tier t) {
   return u;
 }
 
+// Rates, throughput and the binding resource from the loads.
+void finish(Prediction& pr) {
+  double worst = 0;
+  for (std::size_t r = 0; r < kResources; r++) {
+    pr.load[r] = std::max(0.0, pr.load[r]);  // rounding must not make a usage negative
+    pr.rate[r] = pr.load[r] > 0 ? 1.0 / pr.load[r] : kInf;
+    if (pr.load[r] > worst) {
+      worst = pr.load[r];
+      pr.binding = static_cast<Resource>(r);
+    }
+  }
+  pr.throughput = worst > 0 ? 1.0 / worst : kInf;
+}
+
+// Between a serve of a sample in one shuffled epoch and its serve in the next come the rest of the
+// first epoch and the start of the next: U1 + U2 requests, each uniform on [0, n]. P(U1 + U2 <= t):
+double two_epoch_gap_cdf(double t, double n) {
+  if (t <= 0) return 0;
+  if (t <= n) return t * t / (2 * n * n);
+  if (t < 2 * n) return 1 - (2 * n - t) * (2 * n - t) / (2 * n * n);
+  return 1;
+}
+
+// P(an entry put among the recent fills is still there when it is next wanted, gap_epochs epochs
+// later): least recently used out, it survives while fewer than `room` bytes are put or touched
+// after it, at `touched` bytes per request.
+double survival(double gap_epochs, double touched, double room, double n) {
+  if (touched <= 0) return 1;
+  return two_epoch_gap_cdf(room / touched - (gap_epochs - 1) * n, n);
+}
+
 }  // namespace
 
 double Placement::total() const {
@@ -176,16 +207,115 @@ Prediction predict(const Inputs& in, const Placement& p) {
       add_scaled(pr.usage, ll.usage_coef[i], x);
       for (std::size_t r = 0; r < kResources; r++) pr.load[r] += ll.coef[r][i] * x;
     }
-  double worst = 0;
-  for (std::size_t r = 0; r < kResources; r++) {
-    pr.load[r] = std::max(0.0, pr.load[r]);  // rounding must not make a usage negative
-    pr.rate[r] = pr.load[r] > 0 ? 1.0 / pr.load[r] : kInf;
-    if (pr.load[r] > worst) {
-      worst = pr.load[r];
-      pr.binding = static_cast<Resource>(r);
+  finish(pr);
+  return pr;
+}
+
+FreeRoom free_room(const Inputs& in, const Placement& p) {
+  FreeRoom fr;
+  const double n = in.samples;
+  const double s_raw = in.size_of(Form::raw), s_dec = in.size_of(Form::decoded), s_aug = in.size_of(Form::augmented);
+  const double r = std::max(1.0, in.aug_reuse);
+  const bool aug_view = in.view == Form::augmented;
+  // A variant in a tier (placed, or beside its pixels) is stored at its first serve and dropped at
+  // its last: on average it is there R-1 of every R gaps between serves.
+  const double variant_held = aug_view ? s_aug * (r - 1) / r : 0.0;
+  const double occupied = p.at(Form::raw, Tier::ram) * s_raw +
+                          p.at(Form::decoded, Tier::ram) * (s_dec + (in.variant_beside_pixels() ? variant_held : 0)) +
+                          p.at(Form::augmented, Tier::ram) * variant_held;
+  const double budget = in.ram_budget > 0 ? in.ram_budget : in.ram_capacity;
+  fr.room = std::max(budget - occupied, in.recent_floor);
+  if (n <= 0) return fr;
+  auto x = [&](Form f, Tier t) { return p.at(f, t) / n; };
+  const double miss = std::max(0.0, 1 - p.total() / n);
+  auto settle = [](auto&& next) {  // the least fixed point, from 0 up: survival only grows
+    double h = 0;
+    for (int i = 0; i < 200; i++) {
+      const double h_next = next(h);
+      if (std::fabs(h_next - h) < 1e-12) return h_next;
+      h = h_next;
+    }
+    return h;
+  };
+
+  if (aug_view) {
+    // Samples whose variant no tier keeps: a variant is put among the recent fills at its first
+    // serve (and again whenever a later serve had to render it), and a serve that finds it there
+    // does not render. Their renders read raw bytes, which uncached samples fetch and keep there too.
+    const double outside = miss + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd) + x(Form::decoded, Tier::ssd);
+    // A placed variant's refill (one serve in R) fetches the bytes too, which wait there as well.
+    const double placed_variants = x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd);
+    auto touched = [&](double renders) {
+      return outside * s_aug * (r - 1) / r + (miss + x(Form::raw, Tier::ssd)) * s_raw * renders +
+             x(Form::decoded, Tier::ssd) * s_dec * renders + x(Form::augmented, Tier::ssd) * variant_held +
+             placed_variants * s_raw / r;
+    };
+    auto renders = [&](double h) { return (1 + (r - 1) * (1 - h)) / r; };
+    fr.variant_survival = r > 1 ? settle([&](double h) { return survival(1, touched(renders(h)), fr.room, n); }) : 0;
+    fr.renders = renders(fr.variant_survival);
+    fr.touched = touched(fr.renders);
+    fr.raw_survival = survival(1 / fr.renders, fr.touched, fr.room, n);
+    fr.refill_raw_survival = survival(r, fr.touched, fr.room, n);
+    return fr;
+  }
+  // decoded/ and raw/ readers: forms beyond the view serve nothing, so their samples miss.
+  const double useless = x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd) +
+                         (in.view == Form::raw ? x(Form::decoded, Tier::ram) + x(Form::decoded, Tier::ssd) : 0);
+  const double uncached = miss + useless;
+  if (in.view == Form::decoded) {
+    // Pixels no tier keeps are among the recent fills after each serve; a decode reads raw bytes.
+    const double outside = uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
+    auto touched = [&](double h) {
+      return outside * s_dec + (uncached + x(Form::raw, Tier::ssd)) * s_raw * (1 - h) + x(Form::decoded, Tier::ssd) * s_dec;
+    };
+    fr.decoded_survival = settle([&](double h) { return survival(1, touched(h), fr.room, n); });
+    fr.renders = 1 - fr.decoded_survival;
+    fr.touched = touched(fr.decoded_survival);
+    fr.raw_survival = fr.renders > 0 ? survival(1 / fr.renders, fr.touched, fr.room, n) : 1;
+    return fr;
+  }
+  fr.touched = (uncached + x(Form::raw, Tier::ssd)) * s_raw;
+  fr.raw_survival = survival(1, fr.touched, fr.room, n);
+  return fr;
+}
+
+Prediction predict_with_free_room(const Inputs& in, const Placement& p) {
+  Prediction pr = predict(in, p);
+  const double n = in.samples;
+  if (n <= 0) return pr;
+  const FreeRoom fr = free_room(in, p);
+  auto x = [&](Form f, Tier t) { return p.at(f, t) / n; };
+  const double miss = std::max(0.0, 1 - p.total() / n);
+  const double s_raw = in.size_of(Form::raw), s_dec = in.size_of(Form::decoded);
+  Usage& u = pr.usage;
+  // An uncached sample fetches once per render whose bytes are no longer among the recent fills.
+  auto fetch_less = [&](double uncached, double fetches) {
+    u.source_bytes -= uncached * s_raw * (1 - fetches);
+    u.source_requests -= uncached * (1 - fetches);
+  };
+  if (in.view == Form::augmented) {
+    const double saved = 1 - fr.renders;
+    const double x_raw = x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
+    u.cpu_s -= (miss + x_raw) * (in.c_dec + in.c_aug) * saved + x(Form::decoded, Tier::ssd) * in.c_aug_from_decoded * saved;
+    u.ssd_read_bytes -= (x(Form::raw, Tier::ssd) * s_raw + x(Form::decoded, Tier::ssd) * s_dec) * saved;
+    fetch_less(miss, fr.renders * (1 - fr.raw_survival));
+    const double refills = (x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd)) / std::max(1.0, in.aug_reuse);
+    fetch_less(refills, 1 - fr.refill_raw_survival);
+  } else {
+    const double uncached = miss + x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd) +
+                            (in.view == Form::raw ? x(Form::decoded, Tier::ram) + x(Form::decoded, Tier::ssd) : 0);
+    if (in.view == Form::decoded) {
+      const double h = fr.decoded_survival;
+      u.cpu_s -= (uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd)) * in.c_dec * h;
+      u.ssd_read_bytes -= x(Form::raw, Tier::ssd) * s_raw * h;
+      fetch_less(uncached, (1 - h) * (1 - fr.raw_survival));
+    } else {
+      fetch_less(uncached, 1 - fr.raw_survival);
     }
   }
-  pr.throughput = worst > 0 ? 1.0 / worst : kInf;
+  for (double* v : {&u.cpu_s, &u.ssd_read_bytes, &u.source_bytes, &u.source_requests}) *v = std::max(0.0, *v);
+  pr.load = loads(in, u, 1.0);
+  finish(pr);
   return pr;
 }
 

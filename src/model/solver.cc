@@ -296,7 +296,8 @@ std::string explain(const Inputs& in, const Plan& plan) {
     // c_aug is a difference of two costs (0 or below when crop decode makes a variant from the JPEG
     // cost no more than a decode), never a resource left unconstrained.
     const std::string name = n.name;
-    const bool unmeasured = n.value == 0 && n.unit[0] && name.find("capacity") == std::string::npos && name != "c_aug";
+    const bool unmeasured = n.value == 0 && n.unit[0] && name.find("capacity") == std::string::npos && name != "c_aug" &&
+                            name != "recent_floor";
     s += printf_string("  %-20s %s\n", n.name, unmeasured ? "unknown (unconstrained)" : human(n.value, n.unit).c_str());
   }
   s += printf_string("placement (samples of %.0f):\n  %-10s %14s %14s\n", in.samples, "form", "ram", "ssd");
@@ -307,12 +308,29 @@ std::string explain(const Inputs& in, const Plan& plan) {
   s += printf_string("  ram used %s of %s, ssd used %s of %s\n",
                      human(plan.placement.bytes(in, Tier::ram), "B").c_str(), human(in.ram_capacity, "B").c_str(),
                      human(plan.placement.bytes(in, Tier::ssd), "B").c_str(), human(in.ssd_capacity, "B").c_str());
-  const Prediction& pr = plan.prediction;
-  s += printf_string("predicted throughput: %s, bound by %s\n", rate(pr.throughput).c_str(), resource_name(pr.binding));
+  // What to expect counts the recent fills in the RAM the placement leaves free; the planner
+  // compares placements alone (MODEL.md, "The free room"), and so do the lines after these.
+  const Prediction expected = predict_with_free_room(in, plan.placement);
+  const FreeRoom fr = free_room(in, plan.placement);
+  s += printf_string("predicted throughput: %s, bound by %s\n", rate(expected.throughput).c_str(),
+                     resource_name(expected.binding));
   s += "  per resource:";
   for (std::size_t r = 0; r < kResources; r++)
-    s += printf_string(" %s %s;", resource_name(static_cast<Resource>(r)), rate(pr.rate[r]).c_str());
-  s += "\nsingle-form alternatives:\n";
+    s += printf_string(" %s %s;", resource_name(static_cast<Resource>(r)), rate(expected.rate[r]).c_str());
+  const Prediction& pr = plan.prediction;
+  s += printf_string("\n  the placement alone: %s, bound by %s; the recent fills in the %s of RAM it leaves free\n",
+                     rate(pr.throughput).c_str(), resource_name(pr.binding), human(fr.room, "B").c_str());
+  if (in.view == Form::augmented)
+    s += printf_string("  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes until "
+                       "their next render\n",
+                       fr.variant_survival * 100, fr.raw_survival * 100);
+  else if (in.view == Form::decoded)
+    s += printf_string("  keep %.0f%% of the pixels no tier keeps until their next serve, %.0f%% of the bytes until "
+                       "their next decode\n",
+                       fr.decoded_survival * 100, fr.raw_survival * 100);
+  else
+    s += printf_string("  keep %.0f%% of the bytes no tier keeps until their next serve\n", fr.raw_survival * 100);
+  s += "single-form alternatives (placements alone):\n";
   for (const Alternative& a : plan.alternatives)
     s += printf_string("  %-14s %s, bound by %s\n", a.name, rate(a.prediction.throughput).c_str(),
                        resource_name(a.prediction.binding));

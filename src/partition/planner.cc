@@ -37,6 +37,7 @@ Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager
 
 model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   model::Inputs in = measured;
+  in.ram_budget = measured.ram_capacity;  // the recent fills use the whole budget the placement leaves
   in.ram_capacity = std::max(0.0, measured.ram_capacity * cfg_.headroom - cfg_.other_bytes);
   in.ssd_capacity = std::max(0.0, measured.ssd_capacity * cfg_.headroom - cfg_.other_bytes);
   return in;
@@ -114,9 +115,10 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     if (!first) status_.moves++;
     enforce(next, planning);
   }
-  const model::Prediction pr = model::predict(planning, enforced_);
-  spdlog::info("partition ({}): {}: {}, predicted {:.1f} samples/s, bound by {}", cfg_.fixed ? "fixed" : "auto", reason,
-               placement_text(enforced_), pr.throughput, model::resource_name(pr.binding));
+  const model::Prediction pr = model::predict_with_free_room(planning, enforced_);
+  spdlog::info("partition ({}): {}: {}, predicted {:.1f} samples/s (the placement alone {:.1f}), bound by {}",
+               cfg_.fixed ? "fixed" : "auto", reason, placement_text(enforced_), pr.throughput,
+               model::predict(planning, enforced_).throughput, model::resource_name(pr.binding));
 }
 
 void Planner::plan_now(const std::string& reason) {
@@ -173,7 +175,9 @@ std::string Planner::report_json() {
   std::lock_guard lock(mu_);
   const model::Inputs now = planning_inputs(measured);
   const model::Plan optimal = model::solve(now);
-  const model::Prediction pr = model::predict(now, enforced_);
+  const model::Prediction pr = model::predict_with_free_room(now, enforced_);
+  const model::Prediction alone = model::predict(now, enforced_);
+  const model::FreeRoom fr = model::free_room(now, enforced_);
   std::string inputs = "{";
   for (const model::NamedInput& n : model::named_inputs(measured))
     inputs += fmt::format(R"({}"{}": {})", inputs.size() > 1 ? ", " : "", n.name, number(n.value));
@@ -193,11 +197,16 @@ std::string Planner::report_json() {
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
       " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
+      " \"placement_alone\": {{\"predicted\": {}, \"binding\": \"{}\"}},\n"
+      " \"free_room\": {{\"bytes\": {}, \"touched_per_request\": {}, \"variant_survival\": {}, "
+      "\"decoded_survival\": {}, \"raw_survival\": {}, \"refill_raw_survival\": {}, \"renders_per_request\": {}}},\n"
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason,
       cfg_.headroom, inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
-      alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
+      number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
+      number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival),
+      number(fr.refill_raw_survival), number(fr.renders), alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
       number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
       optimal.caching_helps ? "true" : "false");
 }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "prepfs/cache/ram_tier.h"
+
 namespace prepfs {
 namespace {
 
@@ -198,6 +200,7 @@ Profile Profiler::profile() const {
   p.samples = samples_;
   p.size = size_;
   p.ram_capacity = double(src_.cache.stats(Tier::ram).budget);
+  p.recent_floor = double(RamTier::kRecentFloor);
   p.ssd_capacity = double(src_.cache.stats(Tier::ssd).budget);
   p.aug_reuse = src_.aug_reuse;
   // cpu=auto moves the renderer's slot count; the model plans with the count of the moment.
@@ -298,6 +301,7 @@ model::Inputs Profile::inputs() const {
   in.size = size;
   in.samples = samples;
   in.ram_capacity = ram_capacity;
+  in.recent_floor = recent_floor;
   in.ssd_capacity = ssd_capacity;
   in.src_bandwidth = src_bandwidth;
   in.src_latency = src_latency;

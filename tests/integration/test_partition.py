@@ -99,6 +99,13 @@ def test_auto_converges_while_serving_and_every_byte_stays_right(dataset):
         assert final["inputs"]["view"] == "augmented", final["inputs"]
         assert final["inputs"]["src_latency"] > 0.002, final["inputs"]  # measured: 3 + 2 ms per fetch
         assert final["binding"] and final["predicted"] > 0, final
+        # What the mount expects counts the recent fills in the RAM the placement leaves free: never
+        # less than the placement alone (what the planner compares), and survival is a probability.
+        assert final["predicted"] >= final["placement_alone"]["predicted"] * (1 - 1e-9), final
+        room = final["free_room"]
+        assert room["bytes"] >= final["inputs"]["recent_floor"] > 0, room
+        for k in ("variant_survival", "decoded_survival", "raw_survival", "refill_raw_survival"):
+            assert 0 <= room[k] <= 1, room
         placed = {(f, t): n for f, tiers in final["placement"].items() for t, n in tiers.items()}
         assert sum(placed.values()) > 0, final  # a slow source: caching helps
         # The tiers hold the forms the plan places (the first plan's leftovers may linger, and

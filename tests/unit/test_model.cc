@@ -177,6 +177,110 @@ TEST(Solver, AtAugReuseFourPixelsWithTheirVariantBeatCachedVariants) {
 }
 
 // With aug_reuse 1 an augmented entry on SSD costs a whole miss plus a write: strictly worse.
+// The free room (MODEL.md): the RAM a placement leaves free holds the recent fills. Nothing
+// cached, aug_reuse 2, 1 GB of RAM: every variant (150e3 B) and every sample's bytes (100e3 B) fit,
+// so each variant is still there at its second serve and no render fetches:
+//   cpu    0.006 / 2 = 0.003 s            -> 1333.33/s (the placement alone: 666.67/s)
+//   source 0
+TEST(FreeRoom, NothingCachedAndEverythingFitsRendersEachVariantOnce) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 2;
+  const FreeRoom fr = free_room(in, Placement{});
+  EXPECT_DOUBLE_EQ(fr.room, 1e9);
+  EXPECT_DOUBLE_EQ(fr.variant_survival, 1);
+  EXPECT_DOUBLE_EQ(fr.raw_survival, 1);
+  EXPECT_DOUBLE_EQ(fr.renders, 0.5);
+  EXPECT_NEAR(fr.touched, 75e3 + 50e3, 1e-6);  // half a variant and half a sample's bytes per request
+  const Prediction p = predict_with_free_room(in, Placement{});
+  EXPECT_NEAR(p.usage.cpu_s, 0.003, 1e-12);
+  EXPECT_NEAR(p.usage.source_bytes, 0, 1e-6);
+  EXPECT_NEAR(p.throughput, 4 / 0.003, 1e-6);
+  EXPECT_NEAR(predict(in, Placement{}).throughput, 4 / 0.006, 1e-6);  // what the planner compares
+}
+
+// The gap between two serves of a sample in consecutive shuffled epochs is U1 + U2 requests, each
+// uniform on [0, N]; an entry survives when fewer than `room` bytes are put after it. raw/ view,
+// nothing cached, no RAM budget but a 25e6 B floor, 100e3 B put per request: it survives a gap
+// of at most 250 requests, P = 250^2 / (2 * 1000^2) = 0.03125, so the source serves 96875 B per
+// request. With a 150e6 B floor: 1500 requests, P = 1 - 500^2 / (2 * 1000^2) = 0.875.
+TEST(FreeRoom, SurvivalFollowsTheGapBetweenTwoShuffledEpochs) {
+  Inputs in = base_inputs();
+  in.view = Form::raw;
+  in.ram_capacity = 0;
+  in.recent_floor = 25e6;
+  FreeRoom fr = free_room(in, Placement{});
+  EXPECT_DOUBLE_EQ(fr.room, 25e6);
+  EXPECT_NEAR(fr.raw_survival, 0.03125, 1e-12);
+  Prediction p = predict_with_free_room(in, Placement{});
+  EXPECT_NEAR(p.usage.source_bytes, 96875, 1e-6);
+  EXPECT_NEAR(p.usage.source_requests, 0.96875, 1e-12);
+  EXPECT_NEAR(p.throughput, 100e6 / 96875, 1e-6);
+  in.recent_floor = 150e6;
+  EXPECT_NEAR(free_room(in, Placement{}).raw_survival, 0.875, 1e-12);
+  in.recent_floor = 0;  // no room at all: the placement alone
+  EXPECT_EQ(predict_with_free_room(in, Placement{}).throughput, predict(in, Placement{}).throughput);
+}
+
+// The placement's entries take the budget first. 1000 raw samples fill 100e6 B of RAM; aug_reuse 2;
+// the variants (no tier keeps them) have only the floor, 37.5e6 B. They are put at their first
+// serve, half a variant (75e3 B) per request, so one survives 500 requests: P = 500^2 / (2 * 1000^2)
+// = 0.125, and a request renders (1 + (1 - 0.125)) / 2 = 0.9375 times: cpu 0.006 * 0.9375.
+TEST(FreeRoom, ThePlacementsEntriesTakeTheBudgetFirst) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 2;
+  in.ram_capacity = 100e6;
+  Placement pl;
+  pl.at(Form::raw, Tier::ram) = 1000;
+  in.recent_floor = 0;
+  EXPECT_DOUBLE_EQ(free_room(in, pl).room, 0);
+  EXPECT_EQ(predict_with_free_room(in, pl).usage.cpu_s, predict(in, pl).usage.cpu_s);
+  in.recent_floor = 37.5e6;
+  const FreeRoom fr = free_room(in, pl);
+  EXPECT_DOUBLE_EQ(fr.room, 37.5e6);
+  EXPECT_NEAR(fr.variant_survival, 0.125, 1e-12);
+  EXPECT_NEAR(fr.renders, 0.9375, 1e-12);
+  EXPECT_NEAR(predict_with_free_room(in, pl).usage.cpu_s, 0.006 * 0.9375, 1e-12);
+  // A placed variant, or one beside its pixels, is held R-1 of every R gaps between serves.
+  Placement dec;
+  dec.at(Form::decoded, Tier::ram) = 100;
+  in.ram_capacity = 1e9;
+  EXPECT_DOUBLE_EQ(free_room(in, dec).room, 1e9 - 100 * (600e3 + 150e3 / 2));
+}
+
+// A placed variant's refill (one serve in R = 2) fetches the sample's bytes, which wait among the
+// recent fills too: 1000 variants in RAM hold 1000 * 150e3 / 2 B on average, 50e3 B of bytes are
+// put per request, and the room (925e6 B) outlasts a gap of two epochs (at most 3N requests): no
+// fetch, where the placement alone fetches 100e3 / 2 B per request.
+TEST(FreeRoom, APlacedVariantsRefillFindsItsBytes) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 2;
+  Placement pl;
+  pl.at(Form::augmented, Tier::ram) = 1000;
+  const FreeRoom fr = free_room(in, pl);
+  EXPECT_DOUBLE_EQ(fr.room, 1e9 - 1000 * 75e3);
+  EXPECT_NEAR(fr.touched, 50e3, 1e-6);
+  EXPECT_DOUBLE_EQ(fr.refill_raw_survival, 1);
+  EXPECT_NEAR(predict(in, pl).usage.source_bytes, 50e3, 1e-6);
+  EXPECT_NEAR(predict_with_free_room(in, pl).usage.source_bytes, 0, 1e-6);
+  EXPECT_NEAR(predict_with_free_room(in, pl).usage.cpu_s, predict(in, pl).usage.cpu_s, 1e-12);  // refills still render
+}
+
+// decoded/ readers: the pixels of the samples no tier keeps are among the recent fills after their
+// serve. Nothing cached, 3 GB of RAM: at most 700e3 B put per request, so the room outlasts any gap
+// (2N = 2000 requests); no decode, no fetch; each serve copies 600e3 B.
+TEST(FreeRoom, DecodedViewKeepsPixels) {
+  Inputs in = base_inputs();
+  in.view = Form::decoded;
+  in.ram_capacity = 3e9;
+  const FreeRoom fr = free_room(in, Placement{});
+  EXPECT_DOUBLE_EQ(fr.decoded_survival, 1);
+  const Prediction p = predict_with_free_room(in, Placement{});
+  EXPECT_NEAR(p.usage.cpu_s, 0, 1e-12);
+  EXPECT_NEAR(p.usage.source_bytes, 0, 1e-6);
+  EXPECT_NEAR(p.throughput, 1e9 / 600e3, 1e-6);
+  EXPECT_EQ(p.binding, Resource::kCopy);
+}
+
 TEST(ModelEquations, AugmentedWithoutReuseIsAMissPlusAWrite) {
   const Inputs in = base_inputs();
   Placement pl;

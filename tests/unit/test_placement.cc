@@ -289,7 +289,8 @@ TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
       }
   const std::string json = planner.report_json();
   for (const char* key : {"\"mode\": \"auto\"", "\"placement\"", "\"predicted\"", "\"binding\"", "\"alternatives\"",
-                          "\"optimal\"", "\"src_latency\""})
+                          "\"optimal\"", "\"src_latency\"", "\"placement_alone\"", "\"free_room\"",
+                          "\"variant_survival\"", "\"recent_floor\""})
     EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
 }
 

@@ -22,6 +22,12 @@ struct Inputs {
   // Tier budgets, bytes (configuration rather than measurement, but the planner needs them).
   double ram_capacity = 0;
   double ssd_capacity = 0;
+  // The RAM tier's whole budget, for the recent fills (predict_with_free_room): they use what the
+  // placement leaves of it, while ram_capacity may be a planning share of it (budget x headroom).
+  // 0: ram_capacity.
+  double ram_budget = 0;
+  // The least room the recent fills keep whatever the placement takes (RamTier::kRecentFloor).
+  double recent_floor = 0;
 
   // The source: bandwidth B_src (bytes/s), per-request latency L_src (s) at concurrency C_src.
   // Request capacity is C_src / L_src requests/s.

@@ -49,7 +49,29 @@ struct Prediction {
   Resource binding = Resource::kCpu;
 };
 
+// The placement alone: what the planner optimises (a linear program, below).
 Prediction predict(const Inputs& in, const Placement& p);
+
+// The RAM a placement leaves free is not idle: the RAM tier keeps its recent fills there (the
+// fills no tier keeps, least recently used out), so a sample the placement does not keep may
+// still find its variant of the moment, its pixels or its bytes there at its next serve
+// (docs/MODEL.md, "The free room").
+struct FreeRoom {
+  double room = 0;              // bytes the recent fills hold: the budget the placement leaves, at least the floor
+  double touched = 0;           // bytes put (or touched again) among them per request
+  double variant_survival = 0;  // P(a variant outside the tiers is still there at its next serve)
+  double decoded_survival = 0;  // the same for pixels (decoded/ view)
+  double raw_survival = 0;      // the same for an uncached sample's bytes at its next render
+  double refill_raw_survival = 0;  // the same for the bytes of a placed variant's next refill, R serves later
+  double renders = 1;           // renders per request of a sample whose variant no tier keeps
+};
+FreeRoom free_room(const Inputs& in, const Placement& p);
+
+// predict() plus what the recent fills in the free room save: the throughput to expect of the
+// placement, which the mount reports (plan.json, prepctl plan). The planner does not optimise it:
+// at best the free room does for the samples it holds what placing them would, and the plan's
+// entries, unlike recent fills, are kept on purpose and survive a restart on the SSD.
+Prediction predict_with_free_room(const Inputs& in, const Placement& p);
 
 // The same usage as an affine function of the fractions x(f,t) = n(f,t)/N:
 // load_r(x) = base[r] + sum_{f,t} coef[r][f*kTiers+t] * x(f,t). Unconstrained resources have

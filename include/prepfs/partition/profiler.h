@@ -95,6 +95,7 @@ struct Profile {
   double samples = 0;                         // images in the tree
   std::array<double, kForms> size{};          // mean bytes per sample, indexed by Form
   double ram_capacity = 0, ssd_capacity = 0;  // tier budgets, bytes
+  double recent_floor = 0;                     // RamTier::kRecentFloor
 
   // Source. latency: EWMA of (read time / reads) per tick. concurrency_in_use: EWMA of (read time
   // / tick wall time), the mean reads in flight (Little's law), over ticks that had reads.
