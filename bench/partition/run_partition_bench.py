@@ -50,7 +50,8 @@ BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 from bench_deps import ensure_matplotlib  # noqa: E402
-from mounts import force_unmount, is_mounted  # noqa: E402  (bench/mounts.py)
+import mounts  # noqa: E402  (bench/mounts.py)
+from mounts import force_unmount, is_mounted  # noqa: E402
 
 FORMS = ("raw", "decoded", "augmented")
 TIERS = ("ram", "ssd")
@@ -224,8 +225,8 @@ def ensure_dataset(work, spec, jobs):
 # Processes and mounts
 # --------------------------------------------------------------------------------------------
 
-# is_mounted and force_unmount: bench/mounts.py (imported above). wait_for is this
-# bench's own: it probes in a thread, so a hung mount cannot hang the whole run.
+# The daemons stand on bench/mounts.Daemon (start, readiness, stop, unmount everything below);
+# this bench adds its log file and CPU seconds, and probes readiness in a thread.
 def probe(pred, timeout):
     """Runs pred() in a thread so a hung FUSE mount cannot hang the caller; False on timeout."""
     result = []
@@ -235,39 +236,29 @@ def probe(pred, timeout):
     return bool(result and result[0])
 
 
-def wait_for(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if probe(pred, max(0.1, deadline - time.time())):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-class Daemon:
-    """A FUSE daemon run in the foreground as our child; stop() always leaves nothing mounted."""
+class Daemon(mounts.Daemon):
+    """mounts.Daemon with its output in a log file (after the command line), whose tail goes into
+    the error when the daemon exits before it serves."""
 
     def __init__(self, args, mnt, logpath, ready, what, timeout=30):
-        self.mnt = mnt
-        self.what = what
         os.makedirs(mnt, exist_ok=True)
         force_unmount(mnt)
-        self.logf = open(logpath, "ab")
         self.logpath = logpath
+        self.logf = open(logpath, "ab")
         self.logf.write(("\n$ " + " ".join(args) + "\n").encode())
         self.logf.flush()
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
         try:
-            wait_for(lambda: self.proc.poll() is not None or ready(), timeout, what)
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{what} exited with {self.proc.returncode}: {self.log_tail()}")
+            super().__init__(args, mnt, lambda: probe(ready, 5.0), what, log=self.logf, timeout=timeout)
+        except RuntimeError as e:
+            self.logf.close()
+            raise RuntimeError(f"{e}: {self.log_tail()}") from None
         except BaseException:
-            self.stop()
+            self.logf.close()
             raise
 
     def log_tail(self, n=2000):
-        self.logf.flush()
+        if not self.logf.closed:
+            self.logf.flush()
         with open(self.logpath, "rb") as f:
             return f.read()[-n:].decode(errors="replace")
 
@@ -279,17 +270,11 @@ class Daemon:
         except (OSError, IndexError, ValueError):
             return float("nan")
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        force_unmount(self.mnt)
+    def stop(self, sig=signal.SIGTERM, timeout=20.0):
+        rc = super().stop(sig, timeout)
         if not self.logf.closed:
             self.logf.close()
+        return rc
 
 
 def start_slowfs(tools, dataset, mnt, args, logpath):

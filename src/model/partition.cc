@@ -139,6 +139,17 @@ double survival(double gap_epochs, double touched, double room, double n) {
   return two_epoch_gap_cdf(room / touched - (gap_epochs - 1) * n, n);
 }
 
+// Share of requests for samples the placement does not serve the view from: uncached, or cached in
+// a form beyond the view (decoded/ and raw/ readers get nothing from variants, raw/ readers nothing
+// from pixels).
+double uncached_share(const Inputs& in, const Placement& p) {
+  const double n = in.samples;
+  double useless = 0;
+  if (in.view != Form::augmented) useless += p.at(Form::augmented, Tier::ram) + p.at(Form::augmented, Tier::ssd);
+  if (in.view == Form::raw) useless += p.at(Form::decoded, Tier::ram) + p.at(Form::decoded, Tier::ssd);
+  return std::max(0.0, 1 - p.total() / n) + useless / n;
+}
+
 }  // namespace
 
 double Placement::total() const {
@@ -258,10 +269,7 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
     fr.refill_raw_survival = survival(r, fr.touched, fr.room, n);
     return fr;
   }
-  // decoded/ and raw/ readers: forms beyond the view serve nothing, so their samples miss.
-  const double useless = x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd) +
-                         (in.view == Form::raw ? x(Form::decoded, Tier::ram) + x(Form::decoded, Tier::ssd) : 0);
-  const double uncached = miss + useless;
+  const double uncached = uncached_share(in, p);
   if (in.view == Form::decoded) {
     // Pixels no tier keeps are among the recent fills after each serve; a decode reads raw bytes.
     const double outside = uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
@@ -302,8 +310,7 @@ Prediction predict_with_free_room(const Inputs& in, const Placement& p) {
     const double refills = (x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd)) / std::max(1.0, in.aug_reuse);
     fetch_less(refills, 1 - fr.refill_raw_survival);
   } else {
-    const double uncached = miss + x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd) +
-                            (in.view == Form::raw ? x(Form::decoded, Tier::ram) + x(Form::decoded, Tier::ssd) : 0);
+    const double uncached = uncached_share(in, p);
     if (in.view == Form::decoded) {
       const double h = fr.decoded_survival;
       u.cpu_s -= (uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd)) * in.c_dec * h;

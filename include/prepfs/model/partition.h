@@ -63,7 +63,7 @@ struct FreeRoom {
   double decoded_survival = 0;  // the same for pixels (decoded/ view)
   double raw_survival = 0;      // the same for an uncached sample's bytes at its next render
   double refill_raw_survival = 0;  // the same for the bytes of a placed variant's next refill, R serves later
-  double renders = 1;           // renders per request of a sample whose variant no tier keeps
+  double renders = 1;           // renders (decodes, for decoded/) per request of a sample no tier keeps in that form
 };
 FreeRoom free_room(const Inputs& in, const Placement& p);
 
