@@ -274,7 +274,8 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
     // Pixels no tier keeps are among the recent fills after each serve; a decode reads raw bytes.
     const double outside = uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
     auto touched = [&](double h) {
-      return outside * s_dec + (uncached + x(Form::raw, Tier::ssd)) * s_raw * (1 - h) + x(Form::decoded, Tier::ssd) * s_dec;
+      return outside * s_dec + (uncached + x(Form::raw, Tier::ssd)) * s_raw * (1 - h) +
+             x(Form::decoded, Tier::ssd) * s_dec;
     };
     fr.decoded_survival = settle([&](double h) { return survival(1, touched(h), fr.room, n); });
     fr.renders = 1 - fr.decoded_survival;
@@ -304,10 +305,12 @@ Prediction predict_with_free_room(const Inputs& in, const Placement& p) {
   if (in.view == Form::augmented) {
     const double saved = 1 - fr.renders;
     const double x_raw = x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
-    u.cpu_s -= (miss + x_raw) * (in.c_dec + in.c_aug) * saved + x(Form::decoded, Tier::ssd) * in.c_aug_from_decoded * saved;
+    u.cpu_s -= (miss + x_raw) * (in.c_dec + in.c_aug) * saved +
+               x(Form::decoded, Tier::ssd) * in.c_aug_from_decoded * saved;
     u.ssd_read_bytes -= (x(Form::raw, Tier::ssd) * s_raw + x(Form::decoded, Tier::ssd) * s_dec) * saved;
     fetch_less(miss, fr.renders * (1 - fr.raw_survival));
-    const double refills = (x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd)) / std::max(1.0, in.aug_reuse);
+    const double refills =
+        (x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd)) / std::max(1.0, in.aug_reuse);
     fetch_less(refills, 1 - fr.refill_raw_survival);
   } else {
     const double uncached = uncached_share(in, p);

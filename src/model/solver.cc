@@ -296,8 +296,8 @@ std::string explain(const Inputs& in, const Plan& plan) {
     // c_aug is a difference of two costs (0 or below when crop decode makes a variant from the JPEG
     // cost no more than a decode), never a resource left unconstrained.
     const std::string name = n.name;
-    const bool unmeasured = n.value == 0 && n.unit[0] && name.find("capacity") == std::string::npos && name != "c_aug" &&
-                            name != "recent_floor";
+    const bool unmeasured = n.value == 0 && n.unit[0] && name.find("capacity") == std::string::npos &&
+                            name != "c_aug" && name != "recent_floor";
     s += printf_string("  %-20s %s\n", n.name, unmeasured ? "unknown (unconstrained)" : human(n.value, n.unit).c_str());
   }
   s += printf_string("placement (samples of %.0f):\n  %-10s %14s %14s\n", in.samples, "form", "ram", "ssd");

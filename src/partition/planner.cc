@@ -206,7 +206,8 @@ std::string Planner::report_json() {
       cfg_.headroom, inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
       number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
       number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival),
-      number(fr.refill_raw_survival), number(fr.renders), alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
+      number(fr.refill_raw_survival), number(fr.renders), alts,
+      cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
       number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
       optimal.caching_helps ? "true" : "false");
 }
