@@ -218,7 +218,7 @@ TEST(FreeRoom, SurvivalFollowsTheGapBetweenTwoShuffledEpochs) {
   in.recent_floor = 150e6;
   EXPECT_NEAR(free_room(in, Placement{}).raw_survival, 0.875, 1e-12);
   in.recent_floor = 0;  // no room at all: the placement alone
-  EXPECT_EQ(predict_with_free_room(in, Placement{}).throughput, predict(in, Placement{}).throughput);
+  EXPECT_DOUBLE_EQ(predict_with_free_room(in, Placement{}).throughput, predict(in, Placement{}).throughput);
 }
 
 // The placement's entries take the budget first. 1000 raw samples fill 100e6 B of RAM; aug_reuse 2;
@@ -233,7 +233,7 @@ TEST(FreeRoom, ThePlacementsEntriesTakeTheBudgetFirst) {
   pl.at(Form::raw, Tier::ram) = 1000;
   in.recent_floor = 0;
   EXPECT_DOUBLE_EQ(free_room(in, pl).room, 0);
-  EXPECT_EQ(predict_with_free_room(in, pl).usage.cpu_s, predict(in, pl).usage.cpu_s);
+  EXPECT_DOUBLE_EQ(predict_with_free_room(in, pl).usage.cpu_s, predict(in, pl).usage.cpu_s);
   in.recent_floor = 37.5e6;
   const FreeRoom fr = free_room(in, pl);
   EXPECT_DOUBLE_EQ(fr.room, 37.5e6);
