@@ -224,9 +224,13 @@ def main():
             plan = json.load(f)
         placed = ", ".join(f"{form} {n['ram']:.0f} RAM/{n['ssd']:.0f} SSD" for form, n in plan["placement"].items())
         rate = lambda v: "unlimited" if v is None else f"{v:.0f}"  # JSON null: nothing constrains it
+        # Like with like: the planner compares placements alone; the expected rate adds the recent
+        # fills in the RAM the placement leaves free (docs/MODEL.md, "The free room").
         print(f"   partition=auto: {plan['plans']} plan(s), view {plan['inputs']['view']}/: {placed}; "
-              f"predicted {rate(plan['predicted'])} samples/s, bound by {plan['binding']} "
-              f"(no cache {rate(plan['alternatives']['no cache'])}/s); 'prepctl {mnt} plan' explains it")
+              f"predicted {rate(plan['placement_alone']['predicted'])} samples/s against "
+              f"{rate(plan['alternatives']['no cache'])}/s with no cache, "
+              f"bound by {plan['placement_alone']['binding']} "
+              f"({rate(plan['predicted'])}/s expected with the recent fills); 'prepctl {mnt} plan' explains it")
         fs.stop()
         slow.stop()
         kept = f"; the daemons' log is {log.name}" if args.keep else " (--keep keeps the work directory)"
