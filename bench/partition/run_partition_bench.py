@@ -607,6 +607,9 @@ def free_room(inputs, x, miss):
     held = s_aug * (r - 1) / r  # a variant in a tier is there R-1 of every R gaps between serves
     beside = held if variant_beside_pixels(inputs) else 0.0
     occupied = n * (x[("raw", "ram")] * s_raw + x[("decoded", "ram")] * (s_dec + beside) + x[("augmented", "ram")] * held)
+    # plan.json's ram_capacity is the RAM tier's whole budget; its index holds the non-sample files too,
+    # which the daemon leaves out of the room (Planner::planning_inputs); the bench's datasets have none.
+    # (recent_floor: RamTier::kRecentFloor, 8 MiB, where a build before it was reported wrote the inputs)
     room = max(g("ram_capacity", 0) - occupied, g("recent_floor", 8 << 20))
     outside = miss + x[("raw", "ram")] + x[("raw", "ssd")] + x[("decoded", "ssd")]
 
@@ -617,7 +620,7 @@ def free_room(inputs, x, miss):
 
     def touched(rho):
         return (outside * s_aug * (r - 1) / r + (miss + x[("raw", "ssd")]) * s_raw * rho
-                + x[("decoded", "ssd")] * s_dec * rho + x[("augmented", "ssd")] * held + placed_variants * s_raw / r)
+                + x[("augmented", "ssd")] * held + placed_variants * s_raw / r)
     h = 0.0
     if r > 1:
         for _ in range(200):

@@ -252,14 +252,15 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
   if (aug_view) {
     // Samples whose variant no tier keeps: a variant is put among the recent fills at its first
     // serve (and again whenever a later serve had to render it), and a serve that finds it there
-    // does not render. Their renders read raw bytes, which uncached samples fetch and keep there too.
+    // does not render. Their renders read raw bytes, which uncached samples fetch and keep there too
+    // (and a sample's bytes read from the SSD; pixels read from the SSD for a render are not: the
+    // renderer looks them up without keeping them, SampleStore::render_augmented).
     const double outside = miss + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd) + x(Form::decoded, Tier::ssd);
     // A placed variant's refill (one serve in R) fetches the bytes too, which wait there as well.
     const double placed_variants = x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd);
     auto touched = [&](double renders) {
       return outside * s_aug * (r - 1) / r + (miss + x(Form::raw, Tier::ssd)) * s_raw * renders +
-             x(Form::decoded, Tier::ssd) * s_dec * renders + x(Form::augmented, Tier::ssd) * variant_held +
-             placed_variants * s_raw / r;
+             x(Form::augmented, Tier::ssd) * variant_held + placed_variants * s_raw / r;
     };
     auto renders = [&](double h) { return (1 + (r - 1) * (1 - h)) / r; };
     fr.variant_survival = r > 1 ? settle([&](double h) { return survival(1, touched(renders(h)), fr.room, n); }) : 0;

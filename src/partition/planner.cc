@@ -37,7 +37,9 @@ Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager
 
 model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   model::Inputs in = measured;
-  in.ram_budget = measured.ram_capacity;  // the recent fills use the whole budget the placement leaves
+  // The recent fills use what the placement leaves of the whole budget, less the files that are
+  // not samples (the RAM tier holds those too).
+  in.ram_budget = std::max(0.0, measured.ram_capacity - cfg_.other_bytes);
   in.ram_capacity = std::max(0.0, measured.ram_capacity * cfg_.headroom - cfg_.other_bytes);
   in.ssd_capacity = std::max(0.0, measured.ssd_capacity * cfg_.headroom - cfg_.other_bytes);
   return in;

@@ -101,7 +101,9 @@ def test_auto_converges_while_serving_and_every_byte_stays_right(dataset):
         assert final["binding"] and final["predicted"] > 0, final
         # What the mount expects counts the recent fills in the RAM the placement leaves free: never
         # less than the placement alone (what the planner compares), and survival is a probability.
-        assert final["predicted"] >= final["placement_alone"]["predicted"] * (1 - 1e-9), final
+        alone = final["placement_alone"]["predicted"]
+        if final["predicted"] is not None and alone is not None:  # JSON null: nothing binds
+            assert final["predicted"] >= alone * (1 - 1e-9), final
         room = final["free_room"]
         assert room["bytes"] >= final["inputs"]["recent_floor"] > 0, room
         for k in ("variant_survival", "decoded_survival", "raw_survival", "refill_raw_survival"):

@@ -176,7 +176,6 @@ TEST(Solver, AtAugReuseFourPixelsWithTheirVariantBeatCachedVariants) {
   EXPECT_NEAR(p.at(Form::augmented, Tier::ram), 0, 1);
 }
 
-// With aug_reuse 1 an augmented entry on SSD costs a whole miss plus a write: strictly worse.
 // The free room (MODEL.md): the RAM a placement leaves free holds the recent fills. Nothing
 // cached, aug_reuse 2, 1 GB of RAM: every variant (150e3 B) and every sample's bytes (100e3 B) fit,
 // so each variant is still there at its second serve and no render fetches:
@@ -263,6 +262,51 @@ TEST(FreeRoom, APlacedVariantsRefillFindsItsBytes) {
   EXPECT_NEAR(predict(in, pl).usage.source_bytes, 50e3, 1e-6);
   EXPECT_NEAR(predict_with_free_room(in, pl).usage.source_bytes, 0, 1e-6);
   EXPECT_NEAR(predict_with_free_room(in, pl).usage.cpu_s, predict(in, pl).usage.cpu_s, 1e-12);  // refills still render
+}
+
+// A partial survival is a fixed point: a lost variant is rendered and put again, which puts more
+// bytes, which loses more. Checked against the definitions, computed here independently: the
+// room is the whole budget (ram_budget, not the planning share) less what the entries hold; the
+// bytes put per request count the variants outside the tiers, the bytes of uncached samples and
+// of raw samples on the SSD per render, placed variants' refills, and not pixels read from the
+// SSD (a render looks them up without keeping them).
+TEST(FreeRoom, APartialSurvivalIsTheLeastFixedPoint) {
+  Inputs in = base_inputs();
+  in.aug_reuse = 3;
+  in.ram_capacity = 0.95 * 200e6;
+  in.ram_budget = 200e6;
+  Placement pl;
+  pl.at(Form::raw, Tier::ram) = 100;       // 10e6 B
+  pl.at(Form::decoded, Tier::ram) = 50;    // 50 * (600e3 + 150e3 * 2/3) = 35e6 B
+  pl.at(Form::augmented, Tier::ram) = 100;  // 100 * 150e3 * 2/3 = 10e6 B
+  pl.at(Form::raw, Tier::ssd) = 100;
+  pl.at(Form::decoded, Tier::ssd) = 100;
+  pl.at(Form::augmented, Tier::ssd) = 100;  // 450 uncached
+  const FreeRoom fr = free_room(in, pl);
+  EXPECT_DOUBLE_EQ(fr.room, 200e6 - 10e6 - 35e6 - 10e6);
+  const double n = 1000, r = 3, miss = 0.45;
+  const double outside = miss + 0.1 + 0.1 + 0.1;  // uncached, raw in RAM, raw on SSD, pixels on SSD
+  auto tri = [&](double t) {
+    return t <= 0 ? 0.0 : t <= n ? t * t / (2 * n * n) : t < 2 * n ? 1 - (2 * n - t) * (2 * n - t) / (2 * n * n) : 1.0;
+  };
+  const double h = fr.variant_survival, rho = fr.renders;
+  EXPECT_GT(h, 0.05);
+  EXPECT_LT(h, 0.95);
+  EXPECT_NEAR(rho, (1 + (r - 1) * (1 - h)) / r, 1e-12);
+  const double put = outside * 150e3 * (r - 1) / r + (miss + 0.1) * 100e3 * rho + 0.1 * 150e3 * (r - 1) / r +
+                     0.2 * 100e3 / r;
+  EXPECT_NEAR(fr.touched, put, 1e-6);
+  EXPECT_NEAR(h, tri(fr.room / put), 1e-9);  // a fixed point ...
+  EXPECT_NEAR(fr.raw_survival, tri(fr.room / put - (1 / rho - 1) * n), 1e-9);
+  EXPECT_NEAR(fr.refill_raw_survival, tri(fr.room / put - (r - 1) * n), 1e-9);
+  // ... and the least one: from h = 0 up, each step's h is at most the fixed point's.
+  double lower = 0;
+  for (int i = 0; i < 5; i++) {
+    const double rho_i = (1 + (r - 1) * (1 - lower)) / r;
+    lower = tri(fr.room / (outside * 150e3 * (r - 1) / r + (miss + 0.1) * 100e3 * rho_i + 0.1 * 150e3 * (r - 1) / r +
+                           0.2 * 100e3 / r));
+    EXPECT_LE(lower, h + 1e-12);
+  }
 }
 
 // decoded/ readers: the pixels of the samples no tier keeps are among the recent fills after their
