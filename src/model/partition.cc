@@ -139,6 +139,14 @@ double survival(double gap_epochs, double touched, double room, double n) {
   return two_epoch_gap_cdf(room / touched - (gap_epochs - 1) * n, n);
 }
 
+// The shares x(f,t) = n(f,t)/N of a placement (n > 0), and the share it leaves uncached.
+struct Shares {
+  const Placement& p;
+  double n;
+  double x(Form f, Tier t) const { return p.at(f, t) / n; }
+  double miss() const { return std::max(0.0, 1 - p.total() / n); }
+};
+
 // Share of requests for samples the placement does not serve the view from: uncached, or cached in
 // a form beyond the view (decoded/ and raw/ readers get nothing from variants, raw/ readers nothing
 // from pixels).
@@ -237,8 +245,9 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
   const double budget = in.ram_budget > 0 ? in.ram_budget : in.ram_capacity;
   fr.room = std::max(budget - occupied, in.recent_floor);
   if (n <= 0) return fr;
-  auto x = [&](Form f, Tier t) { return p.at(f, t) / n; };
-  const double miss = std::max(0.0, 1 - p.total() / n);
+  const Shares sh{p, n};
+  auto x = [&](Form f, Tier t) { return sh.x(f, t); };
+  const double miss = sh.miss();
   auto settle = [](auto&& next) {  // the least fixed point, from 0 up: survival only grows
     double h = 0;
     for (int i = 0; i < 200; i++) {
@@ -256,6 +265,7 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
     // (and a sample's bytes read from the SSD; pixels read from the SSD for a render are not: the
     // renderer looks them up without keeping them, SampleStore::render_augmented).
     const double outside = miss + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd) + x(Form::decoded, Tier::ssd);
+    fr.outside = outside;
     // A placed variant's refill (one serve in R) fetches the bytes too, which wait there as well.
     const double placed_variants = x(Form::augmented, Tier::ram) + x(Form::augmented, Tier::ssd);
     auto touched = [&](double renders) {
@@ -274,6 +284,7 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
   if (in.view == Form::decoded) {
     // Pixels no tier keeps are among the recent fills after each serve; a decode reads raw bytes.
     const double outside = uncached + x(Form::raw, Tier::ram) + x(Form::raw, Tier::ssd);
+    fr.outside = outside;
     auto touched = [&](double h) {
       return outside * s_dec + (uncached + x(Form::raw, Tier::ssd)) * s_raw * (1 - h) +
              x(Form::decoded, Tier::ssd) * s_dec;
@@ -284,18 +295,23 @@ FreeRoom free_room(const Inputs& in, const Placement& p) {
     fr.raw_survival = fr.renders > 0 ? survival(1 / fr.renders, fr.touched, fr.room, n) : 1;
     return fr;
   }
+  fr.outside = uncached;
   fr.touched = (uncached + x(Form::raw, Tier::ssd)) * s_raw;
   fr.raw_survival = survival(1, fr.touched, fr.room, n);
   return fr;
 }
 
 Prediction predict_with_free_room(const Inputs& in, const Placement& p) {
+  return predict_with_free_room(in, p, free_room(in, p));
+}
+
+Prediction predict_with_free_room(const Inputs& in, const Placement& p, const FreeRoom& fr) {
   Prediction pr = predict(in, p);
   const double n = in.samples;
   if (n <= 0) return pr;
-  const FreeRoom fr = free_room(in, p);
-  auto x = [&](Form f, Tier t) { return p.at(f, t) / n; };
-  const double miss = std::max(0.0, 1 - p.total() / n);
+  const Shares sh{p, n};
+  auto x = [&](Form f, Tier t) { return sh.x(f, t); };
+  const double miss = sh.miss();
   const double s_raw = in.size_of(Form::raw), s_dec = in.size_of(Form::decoded);
   Usage& u = pr.usage;
   // An uncached sample fetches once per render whose bytes are no longer among the recent fills.

@@ -288,6 +288,28 @@ Plan solve(const Inputs& in) {
   return plan;
 }
 
+namespace {
+
+// What the recent fills keep of the fills no tier keeps, for explain().
+std::string kept_in_free_room(const Inputs& in, const FreeRoom& fr) {
+  if (in.samples <= 0) return "";
+  if (fr.outside <= 0)
+    return printf_string("  every sample's %s has its place in a tier\n", in.view == Form::augmented ? "variant"
+                                                                          : in.view == Form::decoded  ? "pixels"
+                                                                                                      : "bytes");
+  if (in.view == Form::augmented)
+    return printf_string("  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes "
+                         "until their next render\n",
+                         fr.variant_survival * 100, fr.raw_survival * 100);
+  if (in.view == Form::decoded)
+    return printf_string("  keep %.0f%% of the pixels no tier keeps until their next serve, %.0f%% of the bytes "
+                         "until their next decode\n",
+                         fr.decoded_survival * 100, fr.raw_survival * 100);
+  return printf_string("  keep %.0f%% of the bytes no tier keeps until their next serve\n", fr.raw_survival * 100);
+}
+
+}  // namespace
+
 std::string explain(const Inputs& in, const Plan& plan) {
   std::string s;
   s += printf_string("view: %s/, aug_reuse %g\n", form_name(in.view), in.aug_reuse);
@@ -310,8 +332,8 @@ std::string explain(const Inputs& in, const Plan& plan) {
                      human(plan.placement.bytes(in, Tier::ssd), "B").c_str(), human(in.ssd_capacity, "B").c_str());
   // What to expect counts the recent fills in the RAM the placement leaves free; the planner
   // compares placements alone (MODEL.md, "The free room"), and so do the lines after these.
-  const Prediction expected = predict_with_free_room(in, plan.placement);
   const FreeRoom fr = free_room(in, plan.placement);
+  const Prediction expected = predict_with_free_room(in, plan.placement, fr);
   s += printf_string("predicted throughput: %s, bound by %s\n", rate(expected.throughput).c_str(),
                      resource_name(expected.binding));
   s += "  per resource:";
@@ -320,16 +342,7 @@ std::string explain(const Inputs& in, const Plan& plan) {
   const Prediction& pr = plan.prediction;
   s += printf_string("\n  the placement alone: %s, bound by %s; the recent fills in the %s of RAM it leaves free\n",
                      rate(pr.throughput).c_str(), resource_name(pr.binding), human(fr.room, "B").c_str());
-  if (in.view == Form::augmented)
-    s += printf_string("  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes until "
-                       "their next render\n",
-                       fr.variant_survival * 100, fr.raw_survival * 100);
-  else if (in.view == Form::decoded)
-    s += printf_string("  keep %.0f%% of the pixels no tier keeps until their next serve, %.0f%% of the bytes until "
-                       "their next decode\n",
-                       fr.decoded_survival * 100, fr.raw_survival * 100);
-  else
-    s += printf_string("  keep %.0f%% of the bytes no tier keeps until their next serve\n", fr.raw_survival * 100);
+  s += kept_in_free_room(in, fr);
   s += "single-form alternatives (placements alone):\n";
   for (const Alternative& a : plan.alternatives)
     s += printf_string("  %-14s %s, bound by %s\n", a.name, rate(a.prediction.throughput).c_str(),

@@ -425,6 +425,10 @@ TEST(Solver, HandCaseAllDecodedInRam) {
   EXPECT_NE(text.find("bound by cpu"), std::string::npos) << text;
   EXPECT_NE(text.find("all decoded"), std::string::npos) << text;
   EXPECT_NE(text.find("src_bandwidth"), std::string::npos) << text;
+  // Every variant is rendered from pixels a tier keeps: the recent fills keep none of them.
+  EXPECT_EQ(free_room(in, plan.placement).outside, 0);
+  EXPECT_NE(text.find("every sample's variant has its place in a tier"), std::string::npos) << text;
+  EXPECT_EQ(text.find("of the variants no tier keeps"), std::string::npos) << text;
 }
 
 // RAM for 100 decoded (60 MB), no SSD, source 10e6 B/s. Let a = decoded fraction, b = raw
@@ -443,6 +447,9 @@ TEST(Solver, HandCaseScarceRamPrefersRaw) {
   EXPECT_NEAR(plan.prediction.throughput, 250, 1e-6);
   EXPECT_EQ(plan.prediction.binding, Resource::kSourceBytes);
   EXPECT_EQ(plan.placement.bytes(in, Tier::ssd), 0);
+  // No tier keeps a variant (raw bytes in RAM render them): all of them go to the recent fills.
+  EXPECT_NEAR(free_room(in, plan.placement).outside, 1, 1e-12);
+  EXPECT_NE(explain(in, plan).find("of the variants no tier keeps"), std::string::npos) << explain(in, plan);
 }
 
 TEST(Solver, CachingCannotHelpConsumerBound) {

@@ -64,6 +64,7 @@ struct FreeRoom {
   double raw_survival = 0;      // the same for an uncached sample's bytes at its next render
   double refill_raw_survival = 0;  // the same for the bytes of a placed variant's next refill, R serves later
   double renders = 1;           // renders (decodes, for decoded/) per request of a sample no tier keeps in that form
+  double outside = 0;           // share of requests whose view's form no tier keeps (their fills go there)
 };
 FreeRoom free_room(const Inputs& in, const Placement& p);
 
@@ -72,6 +73,8 @@ FreeRoom free_room(const Inputs& in, const Placement& p);
 // at best the free room does for the samples it holds what placing them would, and the plan's
 // entries, unlike recent fills, are kept on purpose and survive a restart on the SSD.
 Prediction predict_with_free_room(const Inputs& in, const Placement& p);
+// The same, with free_room(in, p) computed already (a report that shows both).
+Prediction predict_with_free_room(const Inputs& in, const Placement& p, const FreeRoom& fr);
 
 // The same usage as an affine function of the fractions x(f,t) = n(f,t)/N:
 // load_r(x) = base[r] + sum_{f,t} coef[r][f*kTiers+t] * x(f,t). Unconstrained resources have
