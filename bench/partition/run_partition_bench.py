@@ -463,6 +463,9 @@ def read_plan(mnt):
         with open(os.path.join(d, "plan")) as f:
             plan = parse_text_plan(f.read())
     plan["inputs"] = normalize_inputs(plan.get("inputs", {}))
+    # Not a model input but the planner's: files that are not samples, which the RAM tier holds
+    # beside the plan (builds before it was reported: none).
+    plan["inputs"]["other_bytes"] = float(plan.get("other_bytes") or 0)
     return plan
 
 
@@ -509,7 +512,7 @@ def fixed_placement(inputs, shares, headroom=1.0):
     left = n_total
     cells = []
     for ti, tier in enumerate(TIERS):
-        budget = inputs.get(f"{tier}_capacity", 0) * headroom
+        budget = max(0.0, inputs.get(f"{tier}_capacity", 0) * headroom - inputs.get("other_bytes", 0))
         for fi, form in enumerate(FORMS):
             size = slot_size(inputs, form, tier)
             n = math.floor(shares[ti * 3 + fi] / 100 * budget / size) if size > 0 else 0
@@ -607,10 +610,10 @@ def free_room(inputs, x, miss):
     held = s_aug * (r - 1) / r  # a variant in a tier is there R-1 of every R gaps between serves
     beside = held if variant_beside_pixels(inputs) else 0.0
     occupied = n * (x[("raw", "ram")] * s_raw + x[("decoded", "ram")] * (s_dec + beside) + x[("augmented", "ram")] * held)
-    # plan.json's ram_capacity is the RAM tier's whole budget; its index holds the non-sample files too,
-    # which the daemon leaves out of the room (Planner::planning_inputs); the bench's datasets have none.
+    # plan.json's ram_capacity is the RAM tier's whole budget; it holds the files that are not samples
+    # too, which the daemon leaves out of the room (Planner::planning_inputs).
     # (recent_floor: RamTier::kRecentFloor, 8 MiB, where a build before it was reported wrote the inputs)
-    room = max(g("ram_capacity", 0) - occupied, g("recent_floor", 8 << 20))
+    room = max(g("ram_capacity", 0) - g("other_bytes", 0) - occupied, g("recent_floor", 8 << 20))
     outside = miss + x[("raw", "ram")] + x[("raw", "ssd")] + x[("decoded", "ssd")]
 
     def renders(h):

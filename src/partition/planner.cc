@@ -27,7 +27,9 @@ std::string placement_json(const model::Placement& p) {
 }
 
 // JSON has no infinity: an unconstrained rate is null.
-std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+// Nine significant digits: enough for a reader to recompute the model from the inputs printed
+// (the bench harness does; test_partition checks it agrees).
+std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
 
 }  // namespace
 
@@ -177,9 +179,9 @@ std::string Planner::report_json() {
   std::lock_guard lock(mu_);
   const model::Inputs now = planning_inputs(measured);
   const model::Plan optimal = model::solve(now);
-  const model::Prediction pr = model::predict_with_free_room(now, enforced_);
-  const model::Prediction alone = model::predict(now, enforced_);
   const model::FreeRoom fr = model::free_room(now, enforced_);
+  const model::Prediction pr = model::predict_with_free_room(now, enforced_, fr);
+  const model::Prediction alone = model::predict(now, enforced_);
   std::string inputs = "{";
   for (const model::NamedInput& n : model::named_inputs(measured))
     inputs += fmt::format(R"({}"{}": {})", inputs.size() > 1 ? ", " : "", n.name, number(n.value));
@@ -195,7 +197,7 @@ std::string Planner::report_json() {
   alts += "}";
   return fmt::format(
       "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"last_reason\": \"{}\", \"headroom\": "
-      "{},\n"
+      "{}, \"other_bytes\": {},\n"
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
       " \"predicted\": {}, \"binding\": \"{}\", \"rates\": {},\n"
@@ -205,7 +207,7 @@ std::string Planner::report_json() {
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason,
-      cfg_.headroom, inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
+      cfg_.headroom, number(cfg_.other_bytes), inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
       number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
       number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival),
       number(fr.refill_raw_survival), number(fr.renders), alts,

@@ -5,14 +5,25 @@ import io
 import json
 import os
 import random
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs, SlowFs, drop_page_cache, gen_images
+from prepfs_harness import BENCH, Prepfs, SlowFs, drop_page_cache, gen_images
 
+
+def partition_bench():
+    """bench/partition/run_partition_bench.py: its model column is docs/MODEL.md written again in
+    Python, by hand, to cross-check the daemon's numbers."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "run_partition_bench", os.path.join(BENCH, "partition", "run_partition_bench.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +179,37 @@ def test_restart_keeps_the_same_samples_on_ssd(dataset):
             # Hashing places about `placed` samples (a binomial count around it).
             assert s["ssd"]["hits"] > placed // 2, (s["ssd"], placed)
             assert slow.counters()["opens"] < len(rels) - placed // 2, (slow.counters(), placed)
+
+
+def test_the_bench_harness_computes_what_the_daemon_predicts(dataset):
+    """The partition bench's model column (the harness's own copy of docs/MODEL.md) agrees with
+    the daemon's prediction of the placement it enforces, free room included, from the inputs
+    plan.json prints. A placement with a form in every role, aug_reuse 3 and a small RAM tier make
+    every term count: pixels with the variant beside them, raw bytes and variants on the SSD,
+    uncached samples, a partial survival in the recent fills, and a file that is not a sample."""
+    src = dataset / "src-meta"
+    shutil.copytree(dataset / "src", src)
+    (src / "meta.bin").write_bytes(random.Random(4).randbytes(300_000))  # more than 1% of the RAM tier
+    rels = images(src)
+    rng = random.Random(3)
+    bench = partition_bench()
+    opts = "ram=24M,ssd=12M,aug_reuse=3,partition=fixed:0/40/0/40/0/30"
+    with Prepfs(src, dataset / "mnt", dataset / "ssd-mirror", opts) as fs:
+        for _ in range(2):
+            read_epoch(fs, rels, rng)
+        time.sleep(2.5)  # two profiler ticks: measured inputs
+        d = bench.read_plan(fs.mnt)
+    inputs, cells = d["inputs"], bench.placement_cells(d["placement"])
+    assert d["mode"] == "fixed" and inputs["aug_reuse"] == 3 and inputs["other_bytes"] > 300_000, d
+    assert all(c > 0 for i, c in enumerate(cells) if i in (1, 3, 5)), cells  # decoded ram, raw + augmented ssd
+    assert sum(cells) < inputs["samples"], cells  # some uncached
+    room = d["free_room"]
+    assert 0 < room["variant_survival"] < 1, room  # the fixed point is not at an end
+    mirror = bench.model_usage(inputs, cells)["free_room"]
+    for ours, theirs in (("bytes", "room"), ("touched_per_request", "touched"), ("renders_per_request", "renders"),
+                         ("variant_survival", "variant_survival"), ("raw_survival", "raw_survival"),
+                         ("refill_raw_survival", "refill_raw_survival")):
+        assert mirror[theirs] == pytest.approx(room[ours], rel=1e-5, abs=1e-9), (ours, mirror, room)
+    predicted, binding = bench.model_predict(inputs, cells)
+    assert predicted == pytest.approx(d["predicted"], rel=1e-5), (predicted, d)
+    assert binding == d["binding"], (binding, d)
