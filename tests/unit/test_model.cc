@@ -633,11 +633,24 @@ TEST(Drift, DetectsTheLargestChange) {
   EXPECT_EQ(d.input, "src_bandwidth");
   EXPECT_NEAR(d.change, 0.1, 1e-12);
 
-  b.c_aug *= 1.5;  // 50%
+  // c_aug is compared as the cost of a render from the JPEG, c_dec + c_aug (0.006 s): 0.002 s
+  // more is 33%.
+  b.c_dec = a.c_dec;
+  b.c_aug += 0.002;
   d = detect_drift(a, b, 0.2);
   EXPECT_TRUE(d.drifted);
-  EXPECT_EQ(d.input, "c_aug");
-  EXPECT_NEAR(d.change, 0.5, 1e-12);
+  EXPECT_EQ(d.input, "c_dec + c_aug");
+  EXPECT_NEAR(d.change, 1.0 / 3, 1e-12);
+
+  // A c_aug that crosses zero (crop decode makes a variant from the JPEG cost about a decode) is
+  // no drift while the render's cost holds: from 0 to -0.0002 s is 5% of 0.004 s.
+  Inputs z = a;
+  z.c_aug = 0;
+  b = z;
+  b.c_aug = -0.0002;
+  d = detect_drift(z, b, 0.2);
+  EXPECT_FALSE(d.drifted) << d.input;
+  EXPECT_NEAR(d.change, 0.05, 1e-12);
 
   b = a;
   b.consumer_rate = 100;  // from unmeasured to measured
