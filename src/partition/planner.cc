@@ -89,6 +89,26 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   placer_.set_variant_beside_pixels(beside);
 }
 
+bool Planner::move_pays(const model::Inputs& planning, const model::Placement& next, double now, double better,
+                        std::string* why) const {
+  // The samples the move reassigns that hold entries now: their old slot's entries are dropped,
+  // and each is a miss at its next read where it would have been a hit.
+  const Placer::Layout to = Placer::layout_for(next, planning.samples);
+  uint64_t refills = 0;
+  placer_.for_each_moved(placer_.layout(), to, [&](uint32_t node, std::optional<Slot> was) {
+    if (was && cache_.residency().resident(node)) refills++;
+  });
+  // Seconds per request: a miss costs about what caching nothing does (the model's "no cache"
+  // alternative); the time the new placement saves is per request over an epoch of N.
+  auto per_request = [](double rate) { return rate > 0 && std::isfinite(rate) ? 1 / rate : 0.0; };
+  const double none = plan_.alternatives.empty() ? 0 : plan_.alternatives[0].prediction.throughput;
+  const double cost = double(refills) * std::max(0.0, per_request(none) - per_request(better));
+  const double saved = planning.samples * (per_request(now) - per_request(better)) * cfg_.payback_epochs;
+  *why = fmt::format("it saves {:.3f} s per epoch; refilling the {} resident samples it moves costs {:.3f} s", saved /
+                     cfg_.payback_epochs, refills, cost);
+  return saved >= cost;
+}
+
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {
   const model::Inputs planning = planning_inputs(measured);
   plan_ = model::solve(planning);
@@ -111,6 +131,16 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
           reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
       // Kept, but under the new answer: the same slots, the shares and the admission it implies
       // (samples do not move).
+      if (beside_changed) enforce(enforced_, planning);
+      return;
+    }
+    std::string why;
+    if (!move_pays(planning, next, now, better, &why)) {
+      status_.unpaid_moves++;
+      spdlog::info(
+          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, but {} "
+          "(more than {:g} epochs of the saving)",
+          reason, placement_text(enforced_), better, now, why, cfg_.payback_epochs);
       if (beside_changed) enforce(enforced_, planning);
       return;
     }
@@ -164,8 +194,10 @@ std::string Planner::report_text() {
     shown.caching_helps = true;  // the user's choice: "cannot help" would describe the optimum, not it
     head = "prepfs plan: partition=fixed (enforced as below; `partition=auto` would choose " + optimum + ")\n";
   } else {
-    head = fmt::format("prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved); last: {}\n",
-                       status_.plans, status_.moves, status_.moved_samples, status_.last_reason);
+    head = fmt::format(
+        "prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved), {} better plan(s) not worth their "
+        "refills; last: {}\n",
+        status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves, status_.last_reason);
   }
   return head +
          fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
@@ -196,7 +228,8 @@ std::string Planner::report_json() {
     alts += fmt::format(R"({}"{}": {})", alts.size() > 1 ? ", " : "", a.name, number(a.prediction.throughput));
   alts += "}";
   return fmt::format(
-      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"last_reason\": \"{}\", \"headroom\": "
+      "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"unpaid_moves\": {}, "
+      "\"last_reason\": \"{}\", \"headroom\": "
       "{}, \"other_bytes\": {},\n"
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
@@ -206,7 +239,8 @@ std::string Planner::report_json() {
       "\"decoded_survival\": {}, \"raw_survival\": {}, \"refill_raw_survival\": {}, \"renders_per_request\": {}}},\n"
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
-      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.last_reason,
+      cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves,
+      status_.last_reason,
       cfg_.headroom, number(cfg_.other_bytes), inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
       number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
       number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival),

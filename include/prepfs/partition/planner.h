@@ -28,6 +28,11 @@ struct PlannerConfig {
   // throughput with the new inputs: vertex solutions can jump between near-equal placements on
   // small input noise, and every move costs refills.
   double min_gain = 0.03;
+  // ... and only when what it saves pays for the refills within this many epochs: a move drops
+  // the entries of every resident sample it reassigns, each a miss at its next read. Noisy
+  // inputs (an SSD's bandwidth measured over a second) otherwise move a settled cache for a gain
+  // the model only thinks it sees. Moves from a cache that holds little are nearly free.
+  double payback_epochs = 2;
   // Plans use this share of each budget: entry sizes vary around their means, and the quotas
   // (plan bytes / headroom) must hold what the hash assignment actually picks.
   double headroom = 0.95;
@@ -60,6 +65,7 @@ class Planner {
     uint64_t plans = 0;          // plans computed (the first one included)
     uint64_t moves = 0;          // plans that changed the enforced placement
     uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
+    uint64_t unpaid_moves = 0;   // better plans not enforced: they would not pay for their refills
     std::string last_reason;
     model::Placement enforced;
   };
@@ -70,6 +76,10 @@ class Planner {
   void enforce(const model::Placement& p, const model::Inputs& planning);
   static bool beside_pixels(const model::Inputs& planning);
   void replan_locked(const model::Inputs& measured, const std::string& reason);
+  // Whether moving from the enforced placement to `next` pays for its refills (payback_epochs);
+  // *why says what it weighed.
+  bool move_pays(const model::Inputs& planning, const model::Placement& next, double now, double better,
+                 std::string* why) const;
 
   PlannerConfig cfg_;
   InputsFn inputs_;
