@@ -613,7 +613,8 @@ def free_room(inputs, x, miss):
     # plan.json's ram_capacity is the RAM tier's whole budget; it holds the files that are not samples
     # too, which the daemon leaves out of the room (Planner::planning_inputs).
     # (recent_floor: RamTier::kRecentFloor, 8 MiB, where a build before it was reported wrote the inputs)
-    room = max(g("ram_capacity", 0) - g("other_bytes", 0) - occupied, g("recent_floor", 8 << 20))
+    budget = g("ram_capacity", 0) - g("other_bytes", 0)
+    room = max(budget - occupied, g("recent_floor", 8 << 20))
     outside = miss + x[("raw", "ram")] + x[("raw", "ssd")] + x[("decoded", "ssd")]
 
     def renders(h):

@@ -295,16 +295,18 @@ std::string kept_in_free_room(const Inputs& in, const FreeRoom& fr) {
   if (in.samples <= 0) return "";
   if (fr.outside <= 0)
     return printf_string("  every sample's %s has its place in a tier\n", in.view == Form::augmented ? "variant"
-                                                                          : in.view == Form::decoded  ? "pixels"
-                                                                                                      : "bytes");
+                                                                          : in.view == Form::decoded ? "pixels"
+                                                                                                     : "bytes");
   if (in.view == Form::augmented)
-    return printf_string("  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes "
-                         "until their next render\n",
-                         fr.variant_survival * 100, fr.raw_survival * 100);
+    return printf_string(
+        "  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes "
+        "until their next render\n",
+        fr.variant_survival * 100, fr.raw_survival * 100);
   if (in.view == Form::decoded)
-    return printf_string("  keep %.0f%% of the pixels no tier keeps until their next serve, %.0f%% of the bytes "
-                         "until their next decode\n",
-                         fr.decoded_survival * 100, fr.raw_survival * 100);
+    return printf_string(
+        "  keep %.0f%% of the pixels no tier keeps until their next serve, %.0f%% of the bytes "
+        "until their next decode\n",
+        fr.decoded_survival * 100, fr.raw_survival * 100);
   return printf_string("  keep %.0f%% of the bytes no tier keeps until their next serve\n", fr.raw_survival * 100);
 }
 

@@ -104,8 +104,8 @@ bool Planner::move_pays(const model::Inputs& planning, const model::Placement& n
   const double none = plan_.alternatives.empty() ? 0 : plan_.alternatives[0].prediction.throughput;
   const double cost = double(refills) * std::max(0.0, per_request(none) - per_request(better));
   const double saved = planning.samples * (per_request(now) - per_request(better)) * cfg_.payback_epochs;
-  *why = fmt::format("it saves {:.3f} s per epoch; refilling the {} resident samples it moves costs {:.3f} s", saved /
-                     cfg_.payback_epochs, refills, cost);
+  *why = fmt::format("it saves {:.3f} s per epoch; refilling the {} resident samples it moves costs {:.3f} s",
+                     saved / cfg_.payback_epochs, refills, cost);
   return saved >= cost;
 }
 
@@ -240,11 +240,10 @@ std::string Planner::report_json() {
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves,
-      status_.last_reason,
-      cfg_.headroom, number(cfg_.other_bytes), inputs, placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
-      number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
-      number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival),
-      number(fr.refill_raw_survival), number(fr.renders), alts,
+      status_.last_reason, cfg_.headroom, number(cfg_.other_bytes), inputs, placement_json(enforced_),
+      number(pr.throughput), model::resource_name(pr.binding), rates, number(alone.throughput),
+      model::resource_name(alone.binding), number(fr.room), number(fr.touched), number(fr.variant_survival),
+      number(fr.decoded_survival), number(fr.raw_survival), number(fr.refill_raw_survival), number(fr.renders), alts,
       cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
       number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
       optimal.caching_helps ? "true" : "false");

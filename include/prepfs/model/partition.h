@@ -57,14 +57,14 @@ Prediction predict(const Inputs& in, const Placement& p);
 // still find its variant of the moment, its pixels or its bytes there at its next serve
 // (docs/MODEL.md, "The free room").
 struct FreeRoom {
-  double room = 0;              // bytes the recent fills hold: the budget the placement leaves, at least the floor
-  double touched = 0;           // bytes put (or touched again) among them per request
-  double variant_survival = 0;  // P(a variant outside the tiers is still there at its next serve)
-  double decoded_survival = 0;  // the same for pixels (decoded/ view)
-  double raw_survival = 0;      // the same for an uncached sample's bytes at its next render
+  double room = 0;                 // bytes the recent fills hold: the budget the placement leaves, at least the floor
+  double touched = 0;              // bytes put (or touched again) among them per request
+  double variant_survival = 0;     // P(a variant outside the tiers is still there at its next serve)
+  double decoded_survival = 0;     // the same for pixels (decoded/ view)
+  double raw_survival = 0;         // the same for an uncached sample's bytes at its next render
   double refill_raw_survival = 0;  // the same for the bytes of a placed variant's next refill, R serves later
-  double renders = 1;           // renders (decodes, for decoded/) per request of a sample no tier keeps in that form
-  double outside = 0;           // share of requests whose view's form no tier keeps (their fills go there)
+  double renders = 1;              // renders (decodes, for decoded/) per request of a sample no tier keeps in that form
+  double outside = 0;              // share of requests whose view's form no tier keeps (their fills go there)
 };
 FreeRoom free_room(const Inputs& in, const Placement& p);
 
