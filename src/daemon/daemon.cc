@@ -399,13 +399,17 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.profiler = std::make_unique<Profiler>(ProfilerSources{*p.tree, p.shapes, *p.source, *p.cache, p.renders, p.views,
                                                           p.replies, opts.threads, opts.aug_reuse, rc.cpu});
   // The partition: a plan now (from priors where nothing is measured yet), then on drift. A
-  // sample the new plan moves loses its old slot's entries.
+  // sample the new plan moves loses its old slot's entries; the samples served so far set how
+  // long a move has to pay for itself.
   p.planner = std::make_unique<Planner>(
       p.planner_config(), [&p](std::string* notes) { return p.profiler->inputs(notes); }, *p.placer, *p.cache,
       [&p](uint32_t node, Form form) {
         p.store->forget(p.store->resolve(node), form, p.augmented_fs->current_variant(node));
       },
-      p.cpu.get());
+      p.cpu.get(),
+      [&p] {
+        return double(load(p.views.raw_samples) + load(p.views.decoded_samples) + load(p.views.augmented_opens));
+      });
   p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                : "partition=" + opts.partition);
   if (p.shared && !fixed_shared_forms(p.opts)) p.choose_shared_forms();  // from priors, then each tick

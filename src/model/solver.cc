@@ -293,10 +293,8 @@ namespace {
 // What the recent fills keep of the fills no tier keeps, for explain().
 std::string kept_in_free_room(const Inputs& in, const FreeRoom& fr) {
   if (in.samples <= 0) return "";
-  if (fr.outside <= 0)
-    return printf_string("  every sample's %s has its place in a tier\n", in.view == Form::augmented ? "variant"
-                                                                          : in.view == Form::decoded ? "pixels"
-                                                                                                     : "bytes");
+  if (fr.outside <= 1e-12)  // a share computed as 1 - n/N may round just above 0
+    return "  no sample needs them: the tiers keep every sample in a form its view is served from\n";
   if (in.view == Form::augmented)
     return printf_string(
         "  keep %.0f%% of the variants no tier keeps until their next serve, %.0f%% of the bytes "

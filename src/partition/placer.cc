@@ -67,11 +67,11 @@ Placer::Placement Placer::place(uint64_t h) const {
 }
 
 void Placer::for_each_moved(const Layout& from, const Layout& to,
-                            const std::function<void(uint32_t, std::optional<Slot>)>& fn) const {
+                            const std::function<void(uint32_t, std::optional<Slot>, std::optional<Slot>)>& fn) const {
   for_each_sample(tree_, shapes_, [&](uint32_t id) {
     const uint64_t h = sample_hash(tree_.path(id));
     std::optional<Slot> a = slot_in(from, h), b = slot_in(to, h);
-    if (a != b) fn(id, a);
+    if (a != b) fn(id, a, b);
   });
 }
 

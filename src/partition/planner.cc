@@ -34,8 +34,14 @@ std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v
 }  // namespace
 
 Planner::Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop,
-                 const CpuAutoscaler* cpu)
-    : cfg_(cfg), inputs_(std::move(inputs)), drop_(std::move(drop)), placer_(placer), cache_(cache), cpu_(cpu) {}
+                 const CpuAutoscaler* cpu, ServedFn served)
+    : cfg_(cfg),
+      inputs_(std::move(inputs)),
+      drop_(std::move(drop)),
+      placer_(placer),
+      cache_(cache),
+      cpu_(cpu),
+      served_(std::move(served)) {}
 
 model::Inputs Planner::planning_inputs(const model::Inputs& measured) const {
   model::Inputs in = measured;
@@ -66,7 +72,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   placer_.set(p, planning.samples);
   // The samples that changed slot: their old entries go now (the new slot fills as they are read).
   if (!first && before != placer_.layout())
-    placer_.for_each_moved(before, placer_.layout(), [&](uint32_t node, std::optional<Slot> was) {
+    placer_.for_each_moved(before, placer_.layout(), [&](uint32_t node, std::optional<Slot> was, std::optional<Slot>) {
       status_.moved_samples++;
       if (was && drop_) drop_(node, was->form);
     });
@@ -91,22 +97,35 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
 
 bool Planner::move_pays(const model::Inputs& planning, const model::Placement& next, double now, double better,
                         std::string* why) const {
-  // The samples the move reassigns that hold entries now: their old slot's entries are dropped,
-  // and each is a miss at its next read where it would have been a hit.
+  // What moving costs over keeping the placement: `better` counts a hit for every sample the new
+  // placement gives a slot, but a sample it moves there misses once first, unless keeping would
+  // have cost that miss too (its old slot serves the view and is not filled yet). So: the
+  // resident samples it takes from a slot the view is served from (their entries are dropped),
+  // the samples whose old slot the view cannot use (after a view change), and those that had no
+  // slot. A sample it takes out of every slot is a miss in `better` already.
   const Placer::Layout to = Placer::layout_for(next, planning.samples);
   uint64_t refills = 0;
-  placer_.for_each_moved(placer_.layout(), to, [&](uint32_t node, std::optional<Slot> was) {
-    if (was && cache_.residency().resident(node)) refills++;
+  placer_.for_each_moved(placer_.layout(), to, [&](uint32_t node, std::optional<Slot> was, std::optional<Slot> is) {
+    if (!is) return;
+    // raw serves every view, decoded pixels serve decoded/ and augmented/
+    const bool serves = was && was->form <= planning.view;
+    if (!serves || cache_.residency().resident(node)) refills++;
   });
   // Seconds per request: a miss costs about what caching nothing does (the model's "no cache"
   // alternative); the time the new placement saves is per request over an epoch of N.
   auto per_request = [](double rate) { return rate > 0 && std::isfinite(rate) ? 1 / rate : 0.0; };
   const double none = plan_.alternatives.empty() ? 0 : plan_.alternatives[0].prediction.throughput;
   const double cost = double(refills) * std::max(0.0, per_request(none) - per_request(better));
-  const double saved = planning.samples * (per_request(now) - per_request(better)) * cfg_.payback_epochs;
-  *why = fmt::format("it saves {:.3f} s per epoch; refilling the {} resident samples it moves costs {:.3f} s",
-                     saved / cfg_.payback_epochs, refills, cost);
-  return saved >= cost;
+  // The horizon: a job that has served E epochs is taken to run about E more, and at least
+  // payback_epochs.
+  const double served = served_ && planning.samples > 0 ? served_() / planning.samples : 0.0;
+  const double horizon = std::max(cfg_.payback_epochs, served);
+  const double per_epoch = planning.samples * (per_request(now) - per_request(better));
+  *why = fmt::format(
+      "it saves {:.3f} s per epoch; the first reads of the {} samples it gives a new slot cost {:.3f} s more "
+      "(more than {:.1f} epochs of the saving; {:.1f} served so far)",
+      per_epoch, refills, cost, horizon, served);
+  return per_epoch * horizon >= cost;
 }
 
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {
@@ -138,9 +157,9 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     if (!move_pays(planning, next, now, better, &why)) {
       status_.unpaid_moves++;
       spdlog::info(
-          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, but {} "
-          "(more than {:g} epochs of the saving)",
-          reason, placement_text(enforced_), better, now, why, cfg_.payback_epochs);
+          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, "
+          "but {}",
+          reason, placement_text(enforced_), better, now, why);
       if (beside_changed) enforce(enforced_, planning);
       return;
     }

@@ -63,9 +63,11 @@ class Placer {
   bool variant_beside_pixels() const { return beside_.load(std::memory_order_acquire); }
 
   Layout layout() const;  // all zero before the first set()
-  // Every sample whose slot differs between two layouts, with the slot it had in `from` (if any).
-  void for_each_moved(const Layout& from, const Layout& to,
-                      const std::function<void(uint32_t node, std::optional<Slot> was)>& fn) const;
+  // Every sample whose slot differs between two layouts, with the slot it had in `from` and the
+  // one it has in `to` (each nullopt for none).
+  void for_each_moved(
+      const Layout& from, const Layout& to,
+      const std::function<void(uint32_t node, std::optional<Slot> was, std::optional<Slot> is)>& fn) const;
 
  private:
   const Tree& tree_;

@@ -28,10 +28,11 @@ struct PlannerConfig {
   // throughput with the new inputs: vertex solutions can jump between near-equal placements on
   // small input noise, and every move costs refills.
   double min_gain = 0.03;
-  // ... and only when what it saves pays for the refills within this many epochs: a move drops
-  // the entries of every resident sample it reassigns, each a miss at its next read. Noisy
-  // inputs (an SSD's bandwidth measured over a second) otherwise move a settled cache for a gain
-  // the model only thinks it sees. Moves from a cache that holds little are nearly free.
+  // ... and only when what it saves pays for the refills within max(payback_epochs, the epochs
+  // served so far): a move drops the entries of every resident sample it reassigns, each a miss
+  // at its next read. Noisy inputs (an SSD's bandwidth measured over a second) otherwise move a
+  // settled cache for a gain the model only thinks it sees. A job that has run E epochs is
+  // taken to run about E more, so a late, large gain still moves.
   double payback_epochs = 2;
   // Plans use this share of each budget: entry sizes vary around their means, and the quotas
   // (plan bytes / headroom) must hold what the hash assignment actually picks.
@@ -49,9 +50,11 @@ class Planner {
   // sample the new placement keeps elsewhere would hold its old slot's bytes until evicted, and
   // the samples newly assigned there would find the quota full.
   using DropFn = std::function<void(uint32_t node, Form form)>;
+  // Samples served through the views since mount (the payback horizon grows with it).
+  using ServedFn = std::function<double()>;
   // cpu (may be null): the transform workers' count and why, shown in the reports.
   Planner(PlannerConfig cfg, InputsFn inputs, Placer& placer, TierManager& cache, DropFn drop = nullptr,
-          const CpuAutoscaler* cpu = nullptr);
+          const CpuAutoscaler* cpu = nullptr, ServedFn served = nullptr);
 
   // Plans now, whatever the drift (at mount).
   void plan_now(const std::string& reason);
@@ -87,6 +90,7 @@ class Planner {
   Placer& placer_;
   TierManager& cache_;
   const CpuAutoscaler* cpu_;
+  ServedFn served_;
   mutable std::mutex mu_;
   model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
   model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)
