@@ -425,3 +425,23 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
     }
   }
 }
+
+// A view change makes the entries of some slots useless (pixels cannot serve raw/): those samples
+// miss under the kept placement too, so moving them costs one miss each and saves one per epoch
+// after. With every sample resident the move still pays, two epochs into the job.
+TEST(Planner, AViewChangeStillMovesAResidentCache) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  const m::Placement first = planner.status().enforced;
+  ASSERT_GT(first.at(Form::decoded, Tier::ram) + first.at(Form::decoded, Tier::ssd), 0) << planner.report_text();
+  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
+  rig.served = 2 * rig.in.samples;
+  rig.in.view = Form::raw;
+  planner.on_tick();
+  const Planner::Status st = planner.status();
+  EXPECT_EQ(st.moves, 1u) << planner.report_text();
+  EXPECT_EQ(st.unpaid_moves, 0u) << planner.report_text();
+  EXPECT_EQ(st.enforced.at(Form::decoded, Tier::ram) + st.enforced.at(Form::decoded, Tier::ssd), 0)
+      << planner.report_text();
+}
