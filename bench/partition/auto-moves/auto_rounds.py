@@ -12,14 +12,21 @@ p = argparse.ArgumentParser()
 p.add_argument("--scenario")
 p.add_argument("results", nargs="+")
 args = p.parse_args()
+
+
+def num(x):
+    # pearson is None when a run measured too few placements (--max-placements 2)
+    return "-" if x is None else f"{x:.3f}"
+
+
 for f in args.results:
     d = json.load(open(f))
     for k, c in d["scenarios"].items():
         if args.scenario and k != args.scenario:
             continue
         a = c["analysis"]
-        print(f"{f} ({k}): r {a['pearson']:.3f}, auto/best grid {a['auto_vs_best']:.3f}, "
-              f"back to back {a['confirm']['ratio']:.3f}; best fixed {a['best_fixed']['label']}")
+        print(f"{f} ({k}): r {num(a['pearson'])}, auto/best grid {num(a['auto_vs_best'])}, "
+              f"back to back {num(a['confirm']['ratio'])}; best fixed {a['best_fixed']['label']}")
         for r in c["runs"] + c.get("confirm", []):
             if r.get("partition") != "auto" and r["label"] != a["best_fixed"]["label"]:
                 continue
