@@ -75,8 +75,18 @@ Profiler::Snapshot Profiler::read_counters() const {
   s.augment_from_decoded_ns = load(rc.augment_from_decoded_cpu_ns);
   s.reply_bytes = load(src_.replies.bytes);
   s.reply_ns = load(src_.replies.ns);
-  s.view_samples = {load(src_.views.raw_samples), load(src_.views.decoded_samples), load(src_.views.augmented_opens)};
+  s.view_samples = view_counts();
   return s;
+}
+
+std::array<uint64_t, kForms> Profiler::view_counts() const {
+  return {load(src_.views.raw_samples), load(src_.views.decoded_samples), load(src_.views.augmented_opens)};
+}
+
+uint64_t Profiler::samples_served() const {
+  uint64_t n = 0;
+  for (uint64_t v : view_counts()) n += v;
+  return n;
 }
 
 // Sizes are properties of the tree rather than measurements: exact means, recomputed now and then

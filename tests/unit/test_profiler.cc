@@ -359,6 +359,21 @@ TEST(Profiler, ThreadTicksAndRunsCallbacksUntilStopped) {
   f.profiler->stop();  // twice is fine
 }
 
+// The planner's payback horizon counts epochs from this: every view's samples since mount, not
+// a window, and not only the view that dominates the mix.
+TEST(Profiler, SamplesServedSumsEveryViewSinceMount) {
+  Fixture f;
+  EXPECT_EQ(f.profiler->samples_served(), 0u);
+  bump(f.views.raw_samples, 7);
+  bump(f.views.decoded_samples, 5);
+  bump(f.views.augmented_opens, 11);
+  f.tick();
+  EXPECT_EQ(f.profiler->samples_served(), 23u);
+  f.tick();  // an idle window takes nothing away
+  bump(f.views.augmented_opens, 2);
+  EXPECT_EQ(f.profiler->samples_served(), 25u);  // read now, not at the last tick
+}
+
 }  // namespace
 
 TEST(Profiler, BusyTimeBoundsTheBandwidthOfAPartlyIdleSource) {

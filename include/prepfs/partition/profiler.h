@@ -167,6 +167,10 @@ class Profiler {
   // each, for .prepfs/plan. One profile for both, so the notes describe exactly these inputs.
   model::Inputs inputs(std::string* notes) const;
 
+  // Samples the views have served since mount (raw/ and decoded/ samples, augmented/ opens): how
+  // far into its job the reader is, for the planner's payback horizon.
+  uint64_t samples_served() const;
+
  private:
   // Counter values at a tick; a window is the difference of two.
   struct Snapshot {
@@ -185,6 +189,7 @@ class Profiler {
   };
 
   Snapshot read_counters() const;
+  std::array<uint64_t, kForms> view_counts() const;  // the counters samples_served() sums
   void update_source(const Snapshot& d, double wall_ns);
   void update_ssd(const Snapshot& d, double wall_ns);
   void update_cpu(const Snapshot& d);
