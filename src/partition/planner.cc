@@ -59,7 +59,16 @@ bool Planner::beside_pixels(const model::Inputs& planning) {
   return planning.samples > 0 && planning.variant_beside_pixels();
 }
 
-void Planner::enforce(const model::Placement& p, const model::Inputs& planning) {
+std::vector<Planner::Move> Planner::moves_between(const Placer::Layout& from, const Placer::Layout& to) const {
+  std::vector<Move> moves;
+  if (from != to)
+    placer_.for_each_moved(from, to, [&](uint32_t node, std::optional<Slot> was, std::optional<Slot> is) {
+      moves.push_back({node, was, is});
+    });
+  return moves;
+}
+
+void Planner::enforce(const model::Placement& p, const model::Inputs& planning, const std::vector<Move>* moves) {
   enforced_ = p;
   const bool beside = beside_pixels(planning);
   // No images, no samples: nothing to partition, every file is cached as read.
@@ -71,11 +80,17 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   const bool first = status_.plans == 1;
   placer_.set(p, planning.samples);
   // The samples that changed slot: their old entries go now (the new slot fills as they are read).
-  if (!first && before != placer_.layout())
-    placer_.for_each_moved(before, placer_.layout(), [&](uint32_t node, std::optional<Slot> was, std::optional<Slot>) {
+  if (!first && before != placer_.layout()) {
+    std::vector<Move> own;
+    if (!moves) {
+      own = moves_between(before, placer_.layout());
+      moves = &own;
+    }
+    for (const Move& m : *moves) {
       status_.moved_samples++;
-      if (was && drop_) drop_(node, was->form);
-    });
+      if (m.was && drop_) drop_(m.node, m.was->form);
+    }
+  }
   std::array<std::array<double, kForms>, kTiers> shares{};
   for (Tier t : kAllTiers) {
     const double budget = double(cache_.stats(t).budget);
@@ -95,7 +110,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning) 
   placer_.set_variant_beside_pixels(beside);
 }
 
-bool Planner::move_pays(const model::Inputs& planning, const model::Placement& next, double now, double better,
+bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
                         std::string* why) const {
   // What moving costs over keeping the placement: `better` counts a hit for every sample the new
   // placement gives a slot, but a sample it moves there misses once first, unless keeping would
@@ -103,14 +118,13 @@ bool Planner::move_pays(const model::Inputs& planning, const model::Placement& n
   // resident samples it takes from a slot the view is served from (their entries are dropped),
   // the samples whose old slot the view cannot use (after a view change), and those that had no
   // slot. A sample it takes out of every slot is a miss in `better` already.
-  const Placer::Layout to = Placer::layout_for(next, planning.samples);
   uint64_t refills = 0;
-  placer_.for_each_moved(placer_.layout(), to, [&](uint32_t node, std::optional<Slot> was, std::optional<Slot> is) {
-    if (!is) return;
+  for (const Move& m : moves) {
+    if (!m.is) continue;
     // raw serves every view, decoded pixels serve decoded/ and augmented/
-    const bool serves = was && was->form <= planning.view;
-    if (!serves || cache_.residency().resident(node)) refills++;
-  });
+    const bool serves = m.was && m.was->form <= planning.view;
+    if (!serves || cache_.residency().resident(m.node)) refills++;
+  }
   // Seconds per request: a miss costs about what caching nothing does (the model's "no cache"
   // alternative); the time the new placement saves is per request over an epoch of N.
   auto per_request = [](double rate) { return rate > 0 && std::isfinite(rate) ? 1 / rate : 0.0; };
@@ -139,6 +153,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
   const bool first = status_.plans == 1;
   // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
   const bool beside_changed = beside_pixels(planning) != placer_.variant_beside_pixels();
+  std::optional<std::vector<Move>> moves;  // when weighed: the samples `next` moves
   if (!first && !cfg_.fixed) {
     // Keep the enforced placement unless the new one is clearly better under the new inputs.
     const double now = model::predict(planning, enforced_).throughput;
@@ -153,8 +168,9 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
       if (beside_changed) enforce(enforced_, planning);
       return;
     }
+    moves = moves_between(placer_.layout(), Placer::layout_for(next, planning.samples));
     std::string why;
-    if (!move_pays(planning, next, now, better, &why)) {
+    if (!move_pays(planning, *moves, now, better, &why)) {
       status_.unpaid_moves++;
       spdlog::info(
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, "
@@ -166,7 +182,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
   }
   if (first || next.n != enforced_.n || beside_changed) {
     if (!first) status_.moves++;
-    enforce(next, planning);
+    enforce(next, planning, moves ? &*moves : nullptr);
   }
   const model::Prediction pr = model::predict_with_free_room(planning, enforced_);
   spdlog::info("partition ({}): {}: {}, predicted {:.1f} samples/s (the placement alone {:.1f}), bound by {}",

@@ -419,9 +419,22 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
       EXPECT_NE(planner.report_json().find("\"unpaid_moves\": 1"), std::string::npos) << planner.report_json();
       // Ten epochs into the job the same gain is taken to last ten more: it pays.
       rig.served = 10 * rig.in.samples;
+      const Placer::Layout before = rig.placer.layout();
       planner.plan_now("ten epochs on");
       EXPECT_EQ(planner.status().moves, 1u) << planner.report_text();
       EXPECT_FALSE(rig.dropped.empty());
+      // The samples the payback check weighed are the ones the move moved and dropped: exactly
+      // those whose slot differs between the two layouts, each once.
+      uint64_t changed = 0, had_slot = 0;
+      rig.placer.for_each_moved(before, rig.placer.layout(), [&](uint32_t, std::optional<Slot> was, auto) {
+        changed++;
+        had_slot += was.has_value();
+      });
+      EXPECT_GT(changed, 0u);
+      EXPECT_EQ(planner.status().moved_samples, changed);
+      int dropped = 0;
+      for (auto [f, n] : rig.dropped) dropped += n;
+      EXPECT_EQ(uint64_t(dropped), had_slot);
     }
   }
 }

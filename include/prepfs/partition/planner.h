@@ -8,7 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/model/inputs.h"
@@ -76,12 +78,20 @@ class Planner {
 
  private:
   model::Inputs planning_inputs(const model::Inputs& measured) const;  // budgets x headroom
-  void enforce(const model::Placement& p, const model::Inputs& planning);
+  // A sample whose slot a new layout changes (nullopt: no slot).
+  struct Move {
+    uint32_t node;
+    std::optional<Slot> was, is;
+  };
+  // One pass over the samples (it hashes every path): both the payback check and enforce use it.
+  std::vector<Move> moves_between(const Placer::Layout& from, const Placer::Layout& to) const;
+  // `moves`: the samples `p` moves, when the caller has them already (else computed here).
+  void enforce(const model::Placement& p, const model::Inputs& planning, const std::vector<Move>* moves = nullptr);
   static bool beside_pixels(const model::Inputs& planning);
   void replan_locked(const model::Inputs& measured, const std::string& reason);
-  // Whether moving from the enforced placement to `next` pays for its refills (payback_epochs);
+  // Whether moving from the enforced placement by `moves` pays for its refills (payback_epochs);
   // *why says what it weighed.
-  bool move_pays(const model::Inputs& planning, const model::Placement& next, double now, double better,
+  bool move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
                  std::string* why) const;
 
   PlannerConfig cfg_;
