@@ -142,7 +142,7 @@ bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& 
   return per_epoch * horizon >= cost;
 }
 
-void Planner::replan_locked(const model::Inputs& measured, const std::string& reason) {
+void Planner::replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills) {
   const model::Inputs planning = planning_inputs(measured);
   plan_ = model::solve(planning);
   planned_ = measured;
@@ -170,7 +170,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     }
     moves = moves_between(placer_.layout(), Placer::layout_for(next, planning.samples));
     std::string why;
-    if (!move_pays(planning, *moves, now, better, &why)) {
+    if (refills == Refills::weigh && !move_pays(planning, *moves, now, better, &why)) {
       status_.unpaid_moves++;
       spdlog::info(
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, "
@@ -194,6 +194,12 @@ void Planner::plan_now(const std::string& reason) {
   model::Inputs measured = inputs_(nullptr);
   std::lock_guard lock(mu_);
   replan_locked(measured, reason);
+}
+
+void Planner::plan_with_complete_index(const std::string& reason) {
+  model::Inputs measured = inputs_(nullptr);
+  std::lock_guard lock(mu_);
+  replan_locked(measured, reason, Refills::ignore);
 }
 
 void Planner::on_tick() {

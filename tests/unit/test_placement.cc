@@ -439,6 +439,29 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
   }
 }
 
+// A lazy first mount plans on the headers it has read so far; its header reads fill the cache under
+// that guessed plan. The plan made once every header is known replaces it even where the payback
+// rule would keep a measured plan's cache: the same move as above, every sample resident.
+TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  const m::Placement first = planner.status().enforced;
+  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
+  rig.in.src_bandwidth *= 5;
+  // The control: weighed, this move does not pay (AMoveThatDoesNotPayForItsRefillsIsDeclined).
+  planner.plan_now("weighed");
+  ASSERT_EQ(planner.status().moves, 0u);
+  ASSERT_EQ(planner.status().unpaid_moves, 1u);
+  planner.plan_with_complete_index("every image header read");
+  const Planner::Status st = planner.status();
+  EXPECT_EQ(st.moves, 1u) << planner.report_text();
+  EXPECT_EQ(st.unpaid_moves, 1u);
+  EXPECT_NE(st.enforced.n, first.n);
+  EXPECT_GT(st.moved_samples, 0u);
+  EXPECT_FALSE(rig.dropped.empty());
+}
+
 // A view change makes the entries of some slots useless (pixels cannot serve raw/): those samples
 // miss under the kept placement too, so moving them costs one miss each and saves one per epoch
 // after. With every sample resident the move still pays, two epochs into the job.

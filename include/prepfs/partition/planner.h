@@ -60,6 +60,11 @@ class Planner {
 
   // Plans now, whatever the drift (at mount).
   void plan_now(const std::string& reason);
+  // The same, once a lazy first mount has read every image header: the placement enforced so far
+  // was planned on a guessed sample count and mean sizes, and what it cached is mostly those
+  // header reads' first chunks, not samples a measured plan chose. So a better plan replaces it
+  // without weighing refills (the payback rule protects a cache a measured plan filled).
+  void plan_with_complete_index(const std::string& reason);
   // Called periodically: re-plans when the inputs drifted past the threshold.
   void on_tick();
 
@@ -88,7 +93,8 @@ class Planner {
   // `moves`: the samples `p` moves, when the caller has them already (else computed here).
   void enforce(const model::Placement& p, const model::Inputs& planning, const std::vector<Move>* moves = nullptr);
   static bool beside_pixels(const model::Inputs& planning);
-  void replan_locked(const model::Inputs& measured, const std::string& reason);
+  enum class Refills { weigh, ignore };  // whether a move must pay for them (move_pays)
+  void replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills = Refills::weigh);
   // Whether moving from the enforced placement by `moves` pays for its refills (payback_epochs);
   // *why says what it weighed.
   bool move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
