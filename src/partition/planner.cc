@@ -132,7 +132,7 @@ bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& 
   const double cost = double(refills) * std::max(0.0, per_request(none) - per_request(better));
   // The horizon: a job that has served E epochs is taken to run about E more, and at least
   // payback_epochs.
-  const double served = served_ && planning.samples > 0 ? served_() / planning.samples : 0.0;
+  const double served = epochs_served(planning.samples);
   const double horizon = std::max(cfg_.payback_epochs, served);
   const double per_epoch = planning.samples * (per_request(now) - per_request(better));
   *why = fmt::format(
@@ -142,7 +142,12 @@ bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& 
   return per_epoch * horizon >= cost;
 }
 
+double Planner::epochs_served(double samples) const {
+  return served_ && samples > 0 ? served_() / samples : 0.0;
+}
+
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills) {
+  declined_at_.reset();
   const model::Inputs planning = planning_inputs(measured);
   plan_ = model::solve(planning);
   planned_ = measured;
@@ -172,6 +177,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
     std::string why;
     if (refills == Refills::weigh && !move_pays(planning, *moves, now, better, &why)) {
       status_.unpaid_moves++;
+      declined_at_ = epochs_served(planning.samples);
       spdlog::info(
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, "
           "but {}",
@@ -209,7 +215,15 @@ void Planner::on_tick() {
   // that, at most one plan per min_interval.
   if (status_.plans > 1 && std::chrono::steady_clock::now() - last_plan_ < cfg_.min_interval) return;
   model::Drift d = model::detect_drift(planned_, measured, cfg_.drift_threshold);
-  if (status_.plans > 0 && !d.drifted) return;
+  if (status_.plans > 0 && !d.drifted) {
+    // A plan declined as not worth its refills is weighed again once the horizon (max(payback
+    // epochs, epochs served)) has grown by an epoch: without it only a drift would, and a job on
+    // steady inputs would keep the worse placement to its end.
+    const double served = epochs_served(measured.samples);
+    if (declined_at_ && served >= std::max(*declined_at_, cfg_.payback_epochs) + 1)
+      replan_locked(measured, fmt::format("a declined plan weighed again, {:.1f} epochs served", served));
+    return;
+  }
   replan_locked(measured, status_.plans == 0 ? std::string("first plan")
                                              : fmt::format("{} changed by {:.0f}%", d.input, d.change * 100));
 }

@@ -439,6 +439,33 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
   }
 }
 
+// The horizon grows with the epochs served, so a declined plan is weighed again on a tick once it
+// has grown by an epoch, without any input drifting: a job on steady inputs does not keep the
+// worse placement to its end.
+TEST(Planner, ADeclinedPlanIsWeighedAgainAsTheJobRunsOn) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
+  rig.in.src_bandwidth *= 5;
+  planner.on_tick();  // drift: declined two epochs' horizon in (as in the test above)
+  ASSERT_EQ(planner.status().unpaid_moves, 1u);
+  ASSERT_EQ(planner.status().plans, 2u);
+  rig.served = 2.9 * rig.in.samples;  // the horizon is still payback_epochs (2) + less than one
+  planner.on_tick();
+  EXPECT_EQ(planner.status().plans, 2u) << "weighed again before the horizon grew by an epoch";
+  rig.served = 10 * rig.in.samples;  // ten epochs in: the saving over ten more pays
+  planner.on_tick();
+  const Planner::Status st = planner.status();
+  EXPECT_EQ(st.plans, 3u);
+  EXPECT_EQ(st.moves, 1u) << planner.report_text();
+  EXPECT_EQ(st.unpaid_moves, 1u);
+  EXPECT_NE(st.last_reason.find("a declined plan weighed again, 10.0 epochs served"), std::string::npos)
+      << st.last_reason;
+  planner.on_tick();  // moved: nothing left to weigh again
+  EXPECT_EQ(planner.status().plans, 3u);
+}
+
 // A lazy first mount plans on the headers it has read so far; its header reads fill the cache under
 // that guessed plan. The plan made once every header is known replaces it even where the payback
 // rule would keep a measured plan's cache: the same move as above, every sample resident.

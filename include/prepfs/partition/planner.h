@@ -99,6 +99,7 @@ class Planner {
   // *why says what it weighed.
   bool move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
                  std::string* why) const;
+  double epochs_served(double samples) const;  // samples served / N (0 without a ServedFn)
 
   PlannerConfig cfg_;
   InputsFn inputs_;
@@ -113,6 +114,9 @@ class Planner {
   model::Placement enforced_;
   Status status_;
   std::chrono::steady_clock::time_point last_plan_{};
+  // The epochs served when the last plan was declined as not worth its refills (none: the last
+  // plan was not). The horizon grows with the epochs served, so on_tick weighs it again later.
+  std::optional<double> declined_at_;
 };
 
 }  // namespace prepfs
