@@ -257,14 +257,18 @@ struct Daemon::Parts {
   }
 
   // Every image header is known (checked each profiler tick): persist them, and plan with the
-  // real sample count (the plan at mount saw only the headers known then). Refills are not
-  // weighed: the cache holds mostly the header reads' first chunks, kept under the guessed plan.
+  // real sample count (the plan at mount saw only the headers known then).
   bool headers_done = false;  // the profiler's thread only, once running
   void headers_known() {
     headers_done = true;
     persist_index();
     profiler->refresh_sizes();
-    planner->plan_with_complete_index("every image header read");
+    // A first mount's cache holds what the header reads fetched under the guessed plan; a restart
+    // over a saved partial index may hold what the last mount's measured plans chose.
+    if (index_reused)
+      planner->plan_now("every image header read");
+    else
+      planner->plan_with_complete_index("every image header read");
   }
 
   // shared_forms=auto, each profiler tick: the forms worth sharing from what the profiler and the

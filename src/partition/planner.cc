@@ -68,8 +68,25 @@ std::vector<Planner::Move> Planner::moves_between(const Placer::Layout& from, co
   return moves;
 }
 
+void Planner::keep(const model::Inputs& planning, Refills refills, bool beside_changed) {
+  // On a complete index the count the slots were laid out for was a guess: lay them out for the
+  // real one (the samples that changed slot move unweighed, as the plan would have moved them).
+  if (refills == Refills::ignore) {
+    if (beside_changed || Placer::layout_for(enforced_, planning.samples) != placer_.layout())
+      enforce(enforced_, planning);
+    return;
+  }
+  if (!beside_changed) return;
+  // Otherwise the slots stay laid out for the count they were made for, so that no sample moves
+  // without the payback check; the shares and the admission follow the new answer.
+  model::Inputs laid = planning;
+  laid.samples = enforced_samples_;
+  enforce(enforced_, laid);
+}
+
 void Planner::enforce(const model::Placement& p, const model::Inputs& planning, const std::vector<Move>* moves) {
   enforced_ = p;
+  enforced_samples_ = planning.samples;
   const bool beside = beside_pixels(planning);
   // No images, no samples: nothing to partition, every file is cached as read.
   if (planning.samples <= 0) {
@@ -168,9 +185,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
           "the current {:.1f}",
           reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
-      // Kept, but under the new answer: the same slots, the shares and the admission it implies
-      // (samples do not move).
-      if (beside_changed) enforce(enforced_, planning);
+      keep(planning, refills, beside_changed);
       return;
     }
     moves = moves_between(placer_.layout(), Placer::layout_for(next, planning.samples));
@@ -182,7 +197,7 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
           "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s against {:.1f}, "
           "but {}",
           reason, placement_text(enforced_), better, now, why);
-      if (beside_changed) enforce(enforced_, planning);
+      keep(planning, refills, beside_changed);
       return;
     }
   }
@@ -205,7 +220,10 @@ void Planner::plan_now(const std::string& reason) {
 void Planner::plan_with_complete_index(const std::string& reason) {
   model::Inputs measured = inputs_(nullptr);
   std::lock_guard lock(mu_);
-  replan_locked(measured, reason, Refills::ignore);
+  // Only early in the job. A raw/ reader completes the index as it reads each file's first chunk,
+  // near the end of its first epoch, when the cache holds samples measured plans placed.
+  replan_locked(measured, reason,
+                epochs_served(measured.samples) < kGuessedCacheEpochs ? Refills::ignore : Refills::weigh);
 }
 
 void Planner::on_tick() {

@@ -423,8 +423,8 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
       planner.plan_now("ten epochs on");
       EXPECT_EQ(planner.status().moves, 1u) << planner.report_text();
       EXPECT_FALSE(rig.dropped.empty());
-      // The samples the payback check weighed are the ones the move moved and dropped: exactly
-      // those whose slot differs between the two layouts, each once.
+      // The move counted and dropped exactly the samples whose slot differs between the two
+      // layouts, each once (the list the payback check weighed is built the same way).
       uint64_t changed = 0, had_slot = 0;
       rig.placer.for_each_moved(before, rig.placer.layout(), [&](uint32_t, std::optional<Slot> was, auto) {
         changed++;
@@ -466,6 +466,27 @@ TEST(Planner, ADeclinedPlanIsWeighedAgainAsTheJobRunsOn) {
   EXPECT_EQ(planner.status().plans, 3u);
 }
 
+// Declined five epochs in (the horizon is then 5), the plan is weighed again at six, not at
+// payback_epochs + 1.
+TEST(Planner, ALaterDeclineIsWeighedAgainAnEpochLater) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
+  rig.in.src_bandwidth *= 5;
+  rig.served = 5 * rig.in.samples;
+  planner.on_tick();
+  ASSERT_EQ(planner.status().unpaid_moves, 1u) << planner.report_text();
+  rig.served = 5.9 * rig.in.samples;
+  planner.on_tick();
+  EXPECT_EQ(planner.status().plans, 2u) << "weighed again before the horizon grew by an epoch";
+  rig.served = 6 * rig.in.samples;
+  planner.on_tick();
+  EXPECT_EQ(planner.status().plans, 3u);
+  EXPECT_EQ(planner.status().moves, 0u) << "six epochs of the saving still do not pay: " << planner.report_text();
+  EXPECT_EQ(planner.status().unpaid_moves, 2u);
+}
+
 // A lazy first mount plans on the headers it has read so far; its header reads fill the cache under
 // that guessed plan. The plan made once every header is known replaces it even where the payback
 // rule would keep a measured plan's cache: the same move as above, every sample resident.
@@ -487,6 +508,55 @@ TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
   EXPECT_NE(st.enforced.n, first.n);
   EXPECT_GT(st.moved_samples, 0u);
   EXPECT_FALSE(rig.dropped.empty());
+}
+
+// Half an epoch into the job the cache holds served samples (a raw/ reader completes the index
+// only as it reads each file's first chunk): the plan on a complete index then weighs refills.
+TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsOnceHalfAnEpochIsServed) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
+  rig.in.src_bandwidth *= 5;
+  rig.served = 0.5 * rig.in.samples;
+  planner.plan_with_complete_index("every image header read");
+  EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
+  EXPECT_EQ(planner.status().unpaid_moves, 1u);
+  EXPECT_TRUE(rig.dropped.empty());
+}
+
+// A kept placement: on a complete index its slots are laid out again for the real sample count
+// (the count before was a guess); otherwise they stay as they were, so that no sample moves
+// without the payback check. min_gain is set so high that every plan is kept.
+TEST(Planner, AKeptPlacementIsLaidOutForTheRealCountOnlyOnACompleteIndex) {
+  for (bool complete : {false, true}) {
+    SCOPED_TRACE(complete);
+    PlannerRig rig;
+    PlannerConfig cfg;
+    cfg.min_gain = 100;
+    Planner planner = rig.make(cfg);
+    rig.in.samples = 60;  // a lazy first mount's guess from the headers it has read
+    planner.plan_now("test");
+    const Placer::Layout guessed = rig.placer.layout();
+    const m::Placement enforced = planner.status().enforced;
+    rig.in.samples = 100;  // every header read
+    if (complete)
+      planner.plan_with_complete_index("every image header read");
+    else
+      planner.plan_now("a kept plan");
+    const Planner::Status st = planner.status();
+    EXPECT_EQ(st.plans, 2u);
+    EXPECT_EQ(st.moves, 0u);
+    EXPECT_EQ(st.enforced.n, enforced.n);
+    if (complete) {
+      EXPECT_EQ(rig.placer.layout(), Placer::layout_for(enforced, 100));
+      EXPECT_NE(rig.placer.layout(), guessed);
+      EXPECT_GT(st.moved_samples, 0u);
+    } else {
+      EXPECT_EQ(rig.placer.layout(), guessed);
+      EXPECT_EQ(st.moved_samples, 0u);
+    }
+  }
 }
 
 // A view change makes the entries of some slots useless (pixels cannot serve raw/): those samples

@@ -62,9 +62,14 @@ class Planner {
   void plan_now(const std::string& reason);
   // The same, once a lazy first mount has read every image header: the placement enforced so far
   // was planned on a guessed sample count and mean sizes, and what it cached is mostly those
-  // header reads' first chunks, not samples a measured plan chose. So a better plan replaces it
-  // without weighing refills (the payback rule protects a cache a measured plan filled).
+  // header reads' first chunks, not samples a measured plan chose. So a plan at least min_gain
+  // better replaces it without weighing refills (the payback rule protects a cache a measured
+  // plan filled), and a kept one is laid out for the real count. Only while the job has served
+  // fewer than kGuessedCacheEpochs: later the cache holds served samples, and refills are weighed.
+  // (A restart over a saved partial index calls plan_now instead: its SSD holds what the last
+  // mount's measured plans chose.)
   void plan_with_complete_index(const std::string& reason);
+  static constexpr double kGuessedCacheEpochs = 0.5;
   // Called periodically: re-plans when the inputs drifted past the threshold.
   void on_tick();
 
@@ -75,7 +80,8 @@ class Planner {
     uint64_t plans = 0;          // plans computed (the first one included)
     uint64_t moves = 0;          // plans that changed the enforced placement
     uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
-    uint64_t unpaid_moves = 0;   // better plans not enforced: they would not pay for their refills
+    uint64_t unpaid_moves = 0;   // weighings that declined a better plan: it would not pay for its
+                                 // refills (a declined plan weighed again and declined counts again)
     std::string last_reason;
     model::Placement enforced;
   };
@@ -94,6 +100,7 @@ class Planner {
   void enforce(const model::Placement& p, const model::Inputs& planning, const std::vector<Move>* moves = nullptr);
   static bool beside_pixels(const model::Inputs& planning);
   enum class Refills { weigh, ignore };  // whether a move must pay for them (move_pays)
+  void keep(const model::Inputs& planning, Refills refills, bool beside_changed);  // the enforced placement
   void replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills = Refills::weigh);
   // Whether moving from the enforced placement by `moves` pays for its refills (payback_epochs);
   // *why says what it weighed.
@@ -112,6 +119,7 @@ class Planner {
   model::Inputs planned_;  // measured inputs of the last plan (the drift baseline)
   model::Plan plan_;       // the solver's answer at the last plan (in fixed mode: for reference)
   model::Placement enforced_;
+  double enforced_samples_ = 0;  // the sample count the enforced slots are laid out for
   Status status_;
   std::chrono::steady_clock::time_point last_plan_{};
   // The epochs served when the last plan was declined as not worth its refills (none: the last
