@@ -411,8 +411,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       [&p](uint32_t node, Form form) {
         p.store->forget(p.store->resolve(node), form, p.augmented_fs->current_variant(node));
       },
-      p.cpu.get(),
-      [&p] { return double(p.profiler->samples_served()); });
+      p.cpu.get(), [&p] { return double(p.profiler->samples_served()); });
   p.planner->plan_now(opts.partition == "auto" ? "first plan, from priors where nothing is measured yet"
                                                : "partition=" + opts.partition);
   if (p.shared && !fixed_shared_forms(p.opts)) p.choose_shared_forms();  // from priors, then each tick
