@@ -159,9 +159,7 @@ bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& 
   return per_epoch * horizon >= cost;
 }
 
-double Planner::epochs_served(double samples) const {
-  return served_ && samples > 0 ? served_() / samples : 0.0;
-}
+double Planner::epochs_served(double samples) const { return served_ && samples > 0 ? served_() / samples : 0.0; }
 
 void Planner::replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills) {
   declined_at_.reset();
