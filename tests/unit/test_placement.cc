@@ -267,6 +267,12 @@ struct PlannerRig {
   }
   std::map<int, int> dropped;  // form -> samples whose entries a move dropped
   double served = 0;           // samples served through the views so far
+  // The payback tests' situation: every sample resident, then a source 5x faster (a 5.8% better
+  // optimum whose refills do not pay two epochs in; AMoveThatDoesNotPayForItsRefillsIsDeclined).
+  void fill_then_speed_up_source() {
+    for (uint32_t id : ds.images) tm.residency().add(id);
+    in.src_bandwidth *= 5;
+  }
   Planner make(PlannerConfig cfg) {
     cfg.min_interval = std::chrono::milliseconds(0);
     return Planner(
@@ -446,8 +452,7 @@ TEST(Planner, ADeclinedPlanIsWeighedAgainAsTheJobRunsOn) {
   PlannerRig rig;
   Planner planner = rig.make({});
   planner.plan_now("test");
-  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
-  rig.in.src_bandwidth *= 5;
+  rig.fill_then_speed_up_source();
   planner.on_tick();  // drift: declined two epochs' horizon in (as in the test above)
   ASSERT_EQ(planner.status().unpaid_moves, 1u);
   ASSERT_EQ(planner.status().plans, 2u);
@@ -472,8 +477,7 @@ TEST(Planner, ALaterDeclineIsWeighedAgainAnEpochLater) {
   PlannerRig rig;
   Planner planner = rig.make({});
   planner.plan_now("test");
-  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
-  rig.in.src_bandwidth *= 5;
+  rig.fill_then_speed_up_source();
   rig.served = 5 * rig.in.samples;
   planner.on_tick();
   ASSERT_EQ(planner.status().unpaid_moves, 1u) << planner.report_text();
@@ -495,8 +499,7 @@ TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
   Planner planner = rig.make({});
   planner.plan_now("test");
   const m::Placement first = planner.status().enforced;
-  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
-  rig.in.src_bandwidth *= 5;
+  rig.fill_then_speed_up_source();
   // The control: weighed, this move does not pay (AMoveThatDoesNotPayForItsRefillsIsDeclined).
   planner.plan_now("weighed");
   ASSERT_EQ(planner.status().moves, 0u);
@@ -516,8 +519,7 @@ TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsOnceHalfAnEpochIsServed) {
   PlannerRig rig;
   Planner planner = rig.make({});
   planner.plan_now("test");
-  for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
-  rig.in.src_bandwidth *= 5;
+  rig.fill_then_speed_up_source();
   rig.served = 0.5 * rig.in.samples;
   planner.plan_with_complete_index("every image header read");
   EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
