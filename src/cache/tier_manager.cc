@@ -71,13 +71,17 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     }
     inflight_.emplace(key, promise.get_future().share());
   }
-  // Whatever happens below, the in-flight entry goes and the waiters are answered.
+  // Whatever happens below, the in-flight entry goes and the waiters are answered. (A fill that
+  // ended normally removed it already: by now the key may be a new fill's.)
   struct Done {
     TierManager* self;
     const CacheKey& key;
+    bool ended = false;
     ~Done() {
+      if (ended) return;
       std::lock_guard lock(self->inflight_mu_);
       self->inflight_.erase(key);
+      self->erased_while_filling_.erase(key);
     }
   } done{this, key};
 
@@ -117,6 +121,13 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
     // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts).
     if (in_ram && ssd_ && !admit.ssd && from_fill) ssd_->put_spare_async(key, chunk, form, sample);
+    // An erase that came while this fill ran wins: the chunk is served, not kept. (Else a
+    // re-plan's move could leave the entry it dropped behind, in RAM or as a spare SSD copy.)
+    done.ended = true;
+    if (erased_while_filling(key)) {
+      ram_->erase(key);
+      if (ssd_) ssd_->erase(key);
+    }
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
@@ -132,7 +143,19 @@ ChunkRef TierManager::lookup(const CacheKey& key) {
   return ssd_ ? ssd_->get(key) : nullptr;
 }
 
+// Ends a fill's time in flight, and tells whether the key was erased meanwhile. Both under one
+// lock: an erase before it is reported; an erase after it finds the fill's entries in the tiers.
+bool TierManager::erased_while_filling(const CacheKey& key) {
+  std::lock_guard lock(inflight_mu_);
+  inflight_.erase(key);
+  return erased_while_filling_.erase(key) > 0;
+}
+
 void TierManager::erase(const CacheKey& key) {
+  {
+    std::lock_guard lock(inflight_mu_);
+    if (inflight_.count(key)) erased_while_filling_.insert(key);
+  }
   ram_->erase(key);
   if (ssd_) ssd_->erase(key);
 }

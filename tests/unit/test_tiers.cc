@@ -535,6 +535,36 @@ TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
   EXPECT_EQ(fills, 0);
 }
 
+// An erase while the key is being filled wins: the filler serves its chunk but keeps nothing,
+// in RAM, the recent fills or on the SSD (planned or spare). Before, the fill's admission came
+// after the erase, and a sample a re-plan had moved kept a spare copy of the entry it dropped
+// (the ASan flake of Daemon.AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain).
+TEST(TierManager, AnEraseDuringAFillLeavesNothingBehind) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  for (const Admission admit : {Admission{true, false, false}, Admission{true, true, false}, Admission::none()}) {
+    const CacheKey k = key_for("x");
+    EXPECT_EQ(str(tm.get_or_fill(
+                  k, Form::raw,
+                  [&] {
+                    tm.erase(k);  // what a re-plan's move does while a prefetch fetches
+                    return chunk_of("from source");
+                  },
+                  admit)),
+              "from source");
+    ASSERT_TRUE(tm.flush());
+    EXPECT_FALSE(tm.contains(k)) << admit.ram << admit.ssd;
+    EXPECT_EQ(tm.ssd()->spare_stats().entries, 0u);
+    EXPECT_EQ(tm.stats(Tier::ssd).entries, 0u);
+    // The next fill is kept as usual: the erase was for the fill under way only.
+    tm.get_or_fill(
+        k, Form::raw, [] { return chunk_of("again"); }, admit);
+    ASSERT_TRUE(tm.flush());
+    EXPECT_EQ(tm.contains(k), admit.ram || admit.ssd || admit.recent);
+    tm.erase(k);
+  }
+}
+
 // Spare copies use only the room planned entries leave, give it back first, and sit outside the
 // per-form quotas.
 TEST(SsdTier, SpareCopiesNeverDisplacePlannedEntries) {

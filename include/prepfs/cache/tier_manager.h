@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "prepfs/cache/chunk.h"
 #include "prepfs/cache/key.h"
@@ -104,7 +105,8 @@ class TierManager {
   // The chunk if a tier holds it (RAM, its recent fills, then SSD), without
   // filling or admitting anything.
   ChunkRef lookup(const CacheKey& key);
-  void erase(const CacheKey& key);  // from both tiers
+  // From both tiers; a fill of key under way then serves its chunk without keeping it.
+  void erase(const CacheKey& key);
 
   // The partition as fractions of each tier per form (raw, decoded, augmented), each tier's
   // summing to at most 1. A lowered share evicts nothing at once: entries above it are the first
@@ -130,6 +132,8 @@ class TierManager {
   std::unique_ptr<SsdTier> ssd_;
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
+  std::unordered_set<CacheKey, CacheKeyHash> erased_while_filling_;  // keys in inflight_ erased meanwhile
+  bool erased_while_filling(const CacheKey& key);
 };
 
 }  // namespace prepfs
