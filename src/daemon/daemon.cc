@@ -496,6 +496,7 @@ const RenderCounters& Daemon::renders() const { return p_->renders; }
 const ViewCounters& Daemon::views() const { return p_->views; }
 RenderAhead* Daemon::render_ahead() { return p_->render_ahead.get(); }
 const RenderAheadCounters& Daemon::render_ahead_counters() const { return p_->ahead_counters; }
+const PrefetchCounters& Daemon::prefetch_counters() const { return p_->prefetch_counters; }
 Source& Daemon::source() { return *p_->source; }
 
 std::string Daemon::summary() const {

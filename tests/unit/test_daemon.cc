@@ -413,7 +413,12 @@ TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
     while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return done();
   };
-  ASSERT_TRUE(wait_for([&] { return all([&](const Sample& s) { return d.store().inputs_at_hand(s); }); }));
+  // Every task has its inputs and waits for a slot. (Inputs at hand alone can be the mount's
+  // header reads: a task that starts after the forget below would fetch them before it waits.)
+  ASSERT_TRUE(wait_for([&] {
+    return load(d.prefetch_counters().slot_waits) >= samples.size() &&
+           all([&](const Sample& s) { return d.store().inputs_at_hand(s); });
+  })) << d.stats_json();
   for (const Sample& s : samples) d.store().forget(s, Form::raw, 0);  // what a re-plan's move does
   // (A spare SSD copy being written as it is erased stays visible until its write ends.)
   ASSERT_TRUE(wait_for([&] { return all([&](const Sample& s) { return !d.store().inputs_at_hand(s); }); }));

@@ -66,6 +66,7 @@ class Daemon {
   const ViewCounters& views() const;
   RenderAhead* render_ahead();  // null with render_ahead=0
   const RenderAheadCounters& render_ahead_counters() const;
+  const PrefetchCounters& prefetch_counters() const;
   Source& source();
 
  private:
