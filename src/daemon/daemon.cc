@@ -263,12 +263,7 @@ struct Daemon::Parts {
     headers_done = true;
     persist_index();
     profiler->refresh_sizes();
-    // A first mount's cache holds what the header reads fetched under the guessed plan; a restart
-    // over a saved partial index may hold what the last mount's measured plans chose.
-    if (index_reused)
-      planner->plan_now("every image header read");
-    else
-      planner->plan_with_complete_index("every image header read");
+    planner->plan_with_complete_index("every image header read", index_reused);
   }
 
   // shared_forms=auto, each profiler tick: the forms worth sharing from what the profiler and the

@@ -128,7 +128,7 @@ void Planner::enforce(const model::Placement& p, const model::Inputs& planning, 
 }
 
 bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
-                        std::string* why) const {
+                        std::string* why) {
   // What moving costs over keeping the placement: `better` counts a hit for every sample the new
   // placement gives a slot, but a sample it moves there misses once first, unless keeping would
   // have cost that miss too (its old slot serves the view and is not filled yet). So: the
@@ -142,6 +142,7 @@ bool Planner::move_pays(const model::Inputs& planning, const std::vector<Move>& 
     const bool serves = m.was && m.was->form <= planning.view;
     if (!serves || cache_.residency().resident(m.node)) refills++;
   }
+  status_.last_refills = refills;
   // Seconds per request: a miss costs about what caching nothing does (the model's "no cache"
   // alternative); the time the new placement saves is per request over an epoch of N.
   auto per_request = [](double rate) { return rate > 0 && std::isfinite(rate) ? 1 / rate : 0.0; };
@@ -215,13 +216,14 @@ void Planner::plan_now(const std::string& reason) {
   replan_locked(measured, reason);
 }
 
-void Planner::plan_with_complete_index(const std::string& reason) {
+void Planner::plan_with_complete_index(const std::string& reason, bool restarted_over_saved_index) {
   model::Inputs measured = inputs_(nullptr);
   std::lock_guard lock(mu_);
-  // Only early in the job. A raw/ reader completes the index as it reads each file's first chunk,
-  // near the end of its first epoch, when the cache holds samples measured plans placed.
-  replan_locked(measured, reason,
-                epochs_served(measured.samples) < kGuessedCacheEpochs ? Refills::ignore : Refills::weigh);
+  // Only early in a first mount's job. A raw/ reader completes the index as it reads each file's
+  // first chunk, near the end of its first epoch, when the cache holds samples measured plans
+  // placed; a restart's SSD holds what the last mount's measured plans chose.
+  const bool guessed_cache = !restarted_over_saved_index && epochs_served(measured.samples) < kGuessedCacheEpochs;
+  replan_locked(measured, reason, guessed_cache ? Refills::ignore : Refills::weigh);
 }
 
 void Planner::on_tick() {
@@ -267,8 +269,9 @@ std::string Planner::report_text() {
   } else {
     head = fmt::format(
         "prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved), {} better plan(s) not worth their "
-        "refills; last: {}\n",
-        status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves, status_.last_reason);
+        "refills (the last move weighed would refill {} samples); last: {}\n",
+        status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves, status_.last_refills,
+        status_.last_reason);
   }
   return head +
          fmt::format("budgets planned at {:.0f}% (entry sizes vary around their means)\n\n", cfg_.headroom * 100) +
@@ -300,7 +303,7 @@ std::string Planner::report_json() {
   alts += "}";
   return fmt::format(
       "{{\"mode\": \"{}\", \"plans\": {}, \"moves\": {}, \"moved_samples\": {}, \"unpaid_moves\": {}, "
-      "\"last_reason\": \"{}\", \"headroom\": "
+      "\"last_refills\": {}, \"last_reason\": \"{}\", \"headroom\": "
       "{}, \"other_bytes\": {},\n"
       " \"inputs\": {},\n"
       " \"placement\": {},\n"
@@ -311,13 +314,13 @@ std::string Planner::report_json() {
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves,
-      status_.last_reason, cfg_.headroom, number(cfg_.other_bytes), inputs, placement_json(enforced_),
-      number(pr.throughput), model::resource_name(pr.binding), rates, number(alone.throughput),
-      model::resource_name(alone.binding), number(fr.room), number(fr.touched), number(fr.variant_survival),
-      number(fr.decoded_survival), number(fr.raw_survival), number(fr.refill_raw_survival), number(fr.renders), alts,
-      cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
-      number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
-      optimal.caching_helps ? "true" : "false");
+      status_.last_refills, status_.last_reason, cfg_.headroom, number(cfg_.other_bytes), inputs,
+      placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
+      number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
+      number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival), number(fr.refill_raw_survival),
+      number(fr.renders), alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(),
+      placement_json(optimal.placement), number(optimal.prediction.throughput),
+      model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");
 }
 
 }  // namespace prepfs

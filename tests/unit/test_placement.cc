@@ -423,6 +423,7 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
       EXPECT_NE(planner.report_text().find("1 better plan(s) not worth their refills"), std::string::npos)
           << planner.report_text();
       EXPECT_NE(planner.report_json().find("\"unpaid_moves\": 1"), std::string::npos) << planner.report_json();
+      const uint64_t declined_refills = planner.status().last_refills;
       // Ten epochs into the job the same gain is taken to last ten more: it pays.
       rig.served = 10 * rig.in.samples;
       const Placer::Layout before = rig.placer.layout();
@@ -431,13 +432,20 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
       EXPECT_FALSE(rig.dropped.empty());
       // The move counted and dropped exactly the samples whose slot differs between the two
       // layouts, each once (the list the payback check weighed is built the same way).
-      uint64_t changed = 0, had_slot = 0;
-      rig.placer.for_each_moved(before, rig.placer.layout(), [&](uint32_t, std::optional<Slot> was, auto) {
+      uint64_t changed = 0, had_slot = 0, has_slot = 0;
+      rig.placer.for_each_moved(before, rig.placer.layout(), [&](uint32_t, std::optional<Slot> was, auto is) {
         changed++;
         had_slot += was.has_value();
+        has_slot += is.has_value();
       });
       EXPECT_GT(changed, 0u);
       EXPECT_EQ(planner.status().moved_samples, changed);
+      // Every sample resident: each one given a new slot is a first miss, whether the move was
+      // declined (two epochs in) or made (ten); both weighed the same move.
+      EXPECT_GT(has_slot, 0u);
+      EXPECT_EQ(planner.status().last_refills, has_slot);
+      EXPECT_EQ(declined_refills, has_slot);
+      EXPECT_NE(planner.report_json().find("\"last_refills\": " + std::to_string(has_slot)), std::string::npos);
       int dropped = 0;
       for (auto [f, n] : rig.dropped) dropped += n;
       EXPECT_EQ(uint64_t(dropped), had_slot);
@@ -504,7 +512,7 @@ TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
   planner.plan_now("weighed");
   ASSERT_EQ(planner.status().moves, 0u);
   ASSERT_EQ(planner.status().unpaid_moves, 1u);
-  planner.plan_with_complete_index("every image header read");
+  planner.plan_with_complete_index("every image header read", false);
   const Planner::Status st = planner.status();
   EXPECT_EQ(st.moves, 1u) << planner.report_text();
   EXPECT_EQ(st.unpaid_moves, 1u);
@@ -521,7 +529,20 @@ TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsOnceHalfAnEpochIsServed) {
   planner.plan_now("test");
   rig.fill_then_speed_up_source();
   rig.served = 0.5 * rig.in.samples;
-  planner.plan_with_complete_index("every image header read");
+  planner.plan_with_complete_index("every image header read", false);
+  EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
+  EXPECT_EQ(planner.status().unpaid_moves, 1u);
+  EXPECT_TRUE(rig.dropped.empty());
+}
+
+// A restart over a saved partial index completes it too, but its SSD holds what the last mount's
+// measured plans chose: the payback rule weighs that plan as any other.
+TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsAfterARestartOverASavedIndex) {
+  PlannerRig rig;
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  rig.fill_then_speed_up_source();
+  planner.plan_with_complete_index("every image header read", true);
   EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
   EXPECT_EQ(planner.status().unpaid_moves, 1u);
   EXPECT_TRUE(rig.dropped.empty());
@@ -543,7 +564,7 @@ TEST(Planner, AKeptPlacementIsLaidOutForTheRealCountOnlyOnACompleteIndex) {
     const m::Placement enforced = planner.status().enforced;
     rig.in.samples = 100;  // every header read
     if (complete)
-      planner.plan_with_complete_index("every image header read");
+      planner.plan_with_complete_index("every image header read", false);
     else
       planner.plan_now("a kept plan");
     const Planner::Status st = planner.status();

@@ -66,9 +66,9 @@ class Planner {
   // better replaces it without weighing refills (the payback rule protects a cache a measured
   // plan filled), and a kept one is laid out for the real count. Only while the job has served
   // fewer than kGuessedCacheEpochs: later the cache holds served samples, and refills are weighed.
-  // (A restart over a saved partial index calls plan_now instead: its SSD holds what the last
-  // mount's measured plans chose.)
-  void plan_with_complete_index(const std::string& reason);
+  // Nor after a restart over a saved partial index (`restarted_over_saved_index`): its SSD holds
+  // what the last mount's measured plans chose.
+  void plan_with_complete_index(const std::string& reason, bool restarted_over_saved_index);
   static constexpr double kGuessedCacheEpochs = 0.5;
   // Called periodically: re-plans when the inputs drifted past the threshold.
   void on_tick();
@@ -82,6 +82,7 @@ class Planner {
     uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
     uint64_t unpaid_moves = 0;   // weighings that declined a better plan: it would not pay for its
                                  // refills (a declined plan weighed again and declined counts again)
+    uint64_t last_refills = 0;   // first misses the last weighed move counted (made or declined)
     std::string last_reason;
     model::Placement enforced;
   };
@@ -103,9 +104,9 @@ class Planner {
   void keep(const model::Inputs& planning, Refills refills, bool beside_changed);  // the enforced placement
   void replan_locked(const model::Inputs& measured, const std::string& reason, Refills refills = Refills::weigh);
   // Whether moving from the enforced placement by `moves` pays for its refills (payback_epochs);
-  // *why says what it weighed.
+  // *why says what it weighed, and status_.last_refills the first misses it counted.
   bool move_pays(const model::Inputs& planning, const std::vector<Move>& moves, double now, double better,
-                 std::string* why) const;
+                 std::string* why);
   double epochs_served(double samples) const;  // samples served / N (0 without a ServedFn)
 
   PlannerConfig cfg_;
