@@ -521,31 +521,23 @@ TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
   EXPECT_FALSE(rig.dropped.empty());
 }
 
-// Half an epoch into the job the cache holds served samples (a raw/ reader completes the index
-// only as it reads each file's first chunk): the plan on a complete index then weighs refills.
-TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsOnceHalfAnEpochIsServed) {
-  PlannerRig rig;
-  Planner planner = rig.make({});
-  planner.plan_now("test");
-  rig.fill_then_speed_up_source();
-  rig.served = 0.5 * rig.in.samples;
-  planner.plan_with_complete_index("every image header read", false);
-  EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
-  EXPECT_EQ(planner.status().unpaid_moves, 1u);
-  EXPECT_TRUE(rig.dropped.empty());
-}
-
-// A restart over a saved partial index completes it too, but its SSD holds what the last mount's
-// measured plans chose: the payback rule weighs that plan as any other.
-TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsAfterARestartOverASavedIndex) {
-  PlannerRig rig;
-  Planner planner = rig.make({});
-  planner.plan_now("test");
-  rig.fill_then_speed_up_source();
-  planner.plan_with_complete_index("every image header read", true);
-  EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
-  EXPECT_EQ(planner.status().unpaid_moves, 1u);
-  EXPECT_TRUE(rig.dropped.empty());
+// The plan on a complete index weighs refills where the cache holds what measured plans chose:
+// half an epoch into the job it holds served samples (a raw/ reader completes the index only as
+// it reads each file's first chunk); after a restart over a saved partial index, the SSD holds
+// what the last mount's plans placed.
+TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsWhenMeasuredPlansFilledTheCache) {
+  for (bool restarted : {false, true}) {
+    SCOPED_TRACE(restarted ? "a restart over a saved index" : "half an epoch served");
+    PlannerRig rig;
+    Planner planner = rig.make({});
+    planner.plan_now("test");
+    rig.fill_then_speed_up_source();
+    if (!restarted) rig.served = 0.5 * rig.in.samples;
+    planner.plan_with_complete_index("every image header read", restarted);
+    EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
+    EXPECT_EQ(planner.status().unpaid_moves, 1u);
+    EXPECT_TRUE(rig.dropped.empty());
+  }
 }
 
 // A kept placement: on a complete index its slots are laid out again for the real sample count
