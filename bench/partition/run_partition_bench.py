@@ -704,6 +704,7 @@ class Bench:
         self.work = work
         self.caps = caps  # {"six": bool}
         self.epoch_seed = 1000
+        self.mounts = 0  # numbers the per-mount logs of --log-dir
 
     def partition_option(self, shares):
         if shares is None:
@@ -720,12 +721,18 @@ class Bench:
         os.makedirs(ssd_dir)
         opts = {"ram": sc["prepfs"]["ram"], "ssd": sc["prepfs"]["ssd"], "ssd_dir": ssd_dir,
                 "partition": self.partition_option(shares), "aug_reuse": sc["prepfs"]["aug_reuse"],
-                "seed": "1", "cpu": sc["prepfs"]["cpu"], "log_level": "warn"}
+                "seed": "1", "cpu": sc["prepfs"]["cpu"], "log_level": "info" if args.log_dir else "warn"}
         reuse = int(sc["prepfs"]["aug_reuse"])
         result = {"label": label, "shares": list(shares) if shares is not None else None,
                   "partition": opts["partition"], "load_start": loadavg()}
         t_start = time.time()
-        d = start_prepfs(self.tools, source, mnt, opts, os.path.join(self.work, "prepfs.log"))
+        self.mounts += 1
+        logpath = os.path.join(self.work, "prepfs.log")
+        if args.log_dir:
+            logpath = os.path.join(args.log_dir, f"run{self.mounts}-" + opts["partition"].replace("/", "_") + ".log")
+        d = start_prepfs(self.tools, source, mnt, opts, logpath)
+        # With --log-dir, a line of the mount's cache state after every epoch (its log + ".epochs").
+        epoch_state = (lambda r: self.log_epoch_state(mnt, logpath, r)) if args.log_dir else (lambda r: None)
         try:
             root = os.path.join(mnt, "augmented")
             # Warm-up: fill the placement. auto: epochs until neither its placement nor its count of
@@ -741,6 +748,7 @@ class Bench:
                     drop_caches()
                 self.epoch_seed += 1
                 warm.append(epoch(self.tools, root, listfile, rels, sc["threads"], self.epoch_seed, args.epoch_timeout))
+                epoch_state(warm[-1])
                 plan = read_plan(mnt)
                 state = placement_cells(plan.get("placement")) + [plan.get("moves", 0)]
                 if shares is None and w + 1 >= min_warm and prev is not None and \
@@ -766,6 +774,7 @@ class Bench:
                 r = epoch(self.tools, root, listfile, rels, sc["threads"], self.epoch_seed, args.epoch_timeout)
                 r["daemon_cpu_s"] = d.cpu_seconds() - c0
                 per_epoch.append(r)
+                epoch_state(r)
                 t_sum += r["seconds"]
             busy1 = cpu_times()
             files = sum(r["files"] for r in per_epoch)
@@ -820,6 +829,17 @@ class Bench:
         result["load_end"] = loadavg()
         result["wall_s"] = round(time.time() - t_start, 1)
         return result
+
+    @staticmethod
+    def log_epoch_state(mnt, logpath, r):
+        """Entries per tier, full decodes, the plan's moves and placement after an epoch (--log-dir)."""
+        st, pl = prepfs_stats(mnt), read_plan(mnt)
+        with open(logpath + ".epochs", "a") as f:
+            f.write(json.dumps({"t": time.time(), "rate": round(r["files_per_s"], 1), "ram_entries": st["ram"]["entries"],
+                                "ssd_entries": st["ssd"]["entries"], "decoded": st["transform"]["decoded"],
+                                "stopped": st["transform"].get("stopped_below_crop"), "moves": pl.get("moves"),
+                                "moved": pl.get("moved_samples"), "placement": placement_cells(pl.get("placement")),
+                                "samples": pl.get("inputs", {}).get("samples")}) + "\n")
 
     def settle(self, mnt, timeout=15):
         """Waits until the tiers stop changing (the SSD write queue drained)."""
@@ -1281,11 +1301,16 @@ def main():
     p.add_argument("--epoch-timeout", type=float, default=600)
     p.add_argument("--python-reader", action="store_true", help="read with Python threads, not prepfs-readbench")
     p.add_argument("--report-only", action="store_true", help="rebuild results.md and the plots from results.json")
+    p.add_argument("--log-dir", help="the daemon at log_level=info, one log per mount here (runN-PARTITION.log), and "
+                                     "after every epoch a line of its cache state (runN-PARTITION.log.epochs)")
     args = p.parse_args()
     ensure_matplotlib()  # the plots come at the end: fail or install now, not after the run
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "results.json")
+    if args.log_dir:
+        args.log_dir = os.path.abspath(args.log_dir)
+        os.makedirs(args.log_dir, exist_ok=True)
 
     if args.report_only:
         data = read_json(json_path)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Every partition=auto round of logged_run.py runs: its rate, the daemon's CPU per item, whether
-the plan made once every image header was read moved or was declined as not worth its refills
-(from the daemon's log), and the SSD entries when the timed epochs began. Then per binary (the
+"""Every partition=auto round of scenario (c) runs made with run_partition_bench.py --log-dir: its
+rate, the daemon's CPU per item, whether the plan made once every image header was read moved or
+was declined as not worth its refills (from the daemon's log), and the SSD entries when the timed
+epochs began. Then per binary (the
 run name before its last '-'): the median and the slow rounds.
 
-    summary.py RUN...   # RUN: a LOGDIR of logged_run.py (results in RUN/out/results.json), or
+    summary.py RUN...   # RUN: the --log-dir of a run (with --out RUN/out), or
                         # NAME with NAME.json beside logs/NAME/ (as committed here)
 """
 import glob
