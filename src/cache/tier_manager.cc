@@ -119,8 +119,11 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     // all the same (an SSD admission is queued, and may not be readable back for a while).
     const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
     if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
-    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts).
-    if (in_ram && ssd_ && !admit.ssd && from_fill) ssd_->put_spare_async(key, chunk, form, sample);
+    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts). Not an
+    // augmented variant: it lives for aug_reuse opens and its last serve drops it, and the open
+    // counts start again at a restart, so its spare would be written each epoch and never read.
+    if (in_ram && ssd_ && !admit.ssd && from_fill && form != Form::augmented)
+      ssd_->put_spare_async(key, chunk, form, sample);
     // An erase that came while this fill ran wins: the chunk is served, not kept. (Else a
     // re-plan's move could leave the entry it dropped behind, in RAM or as a spare SSD copy.)
     done.ended = true;

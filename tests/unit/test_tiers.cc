@@ -521,6 +521,14 @@ TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
     ASSERT_TRUE(tm.flush());
     EXPECT_EQ(tm.ssd()->spare_stats().entries, 1u);
     EXPECT_EQ(tm.stats(Tier::ssd).entries, 0u);  // not a planned entry: the quotas do not see it
+    // An augmented variant gets no spare: it lives for aug_reuse opens, and a restart starts the
+    // open counts again, so nothing would read it.
+    const CacheKey variant = make_key(KeyFields{"x", FileVersion{10, 1}, Form::augmented, 7, 1, 0, 0});
+    tm.get_or_fill(
+        variant, Form::augmented, [] { return chunk_of("variant 1"); }, ram_only);
+    ASSERT_TRUE(tm.flush());
+    EXPECT_TRUE(tm.ram().contains(variant));
+    EXPECT_EQ(tm.ssd()->spare_stats().entries, 1u);
   }
   TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
   int fills = 0;
