@@ -109,7 +109,6 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
         bump(pf.misses);
         bump(pf.miss_bytes, chunk->size());
       }
-      if (ssd_ && admit.ssd) ssd_->put_async(key, chunk, form, sample);
     } else {
       bump(pf.ssd_hits);
       bump(pf.ssd_hit_bytes, chunk->size());
@@ -119,17 +118,24 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     // all the same (an SSD admission is queued, and may not be readable back for a while).
     const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
     if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
-    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts). Not an
-    // augmented variant: it lives for aug_reuse opens and its last serve drops it, and the open
-    // counts start again at a restart, so its spare would be written each epoch and never read.
-    if (in_ram && ssd_ && !admit.ssd && from_fill && form != Form::augmented)
-      ssd_->put_spare_async(key, chunk, form, sample);
-    // An erase that came while this fill ran wins: the chunk is served, not kept. (Else a
-    // re-plan's move could leave the entry it dropped behind, in RAM or as a spare SSD copy.)
-    done.ended = true;
-    if (erased_while_filling(key)) {
-      ram_->erase(key);
-      if (ssd_) ssd_->erase(key);
+    {
+      // The end of the flight, under its lock. An erase that came while this fill ran wins: the
+      // chunk is served, not kept (else a re-plan's move could leave the entry it dropped behind,
+      // in RAM or on the SSD); the SSD writes are queued only here, so none needs undoing. An
+      // erase after this finds every admission in place. (No fill of the key starts meanwhile.)
+      std::lock_guard lock(inflight_mu_);
+      done.ended = true;
+      inflight_.erase(key);
+      if (erased_while_filling_.erase(key) > 0) {
+        ram_->erase(key);
+      } else if (ssd_ && from_fill && admit.ssd) {
+        ssd_->put_async(key, chunk, form, sample);
+      } else if (ssd_ && from_fill && in_ram && form != Form::augmented) {
+        // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts). Not
+        // an augmented variant: it lives for aug_reuse opens, its last serve drops it, and the
+        // open counts start again at a restart, so its spare would be written and never read.
+        ssd_->put_spare_async(key, chunk, form, sample);
+      }
     }
     promise.set_value(chunk);
     return chunk;
@@ -144,14 +150,6 @@ ChunkRef TierManager::lookup(const CacheKey& key) {
   if (ChunkRef hit = ram_->get(key)) return hit;
   if (ChunkRef recent = ram_->get_recent(key)) return recent;
   return ssd_ ? ssd_->get(key) : nullptr;
-}
-
-// Ends a fill's time in flight, and tells whether the key was erased meanwhile. Both under one
-// lock: an erase before it is reported; an erase after it finds the fill's entries in the tiers.
-bool TierManager::erased_while_filling(const CacheKey& key) {
-  std::lock_guard lock(inflight_mu_);
-  inflight_.erase(key);
-  return erased_while_filling_.erase(key) > 0;
 }
 
 void TierManager::erase(const CacheKey& key) {

@@ -133,7 +133,6 @@ class TierManager {
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
   std::unordered_set<CacheKey, CacheKeyHash> erased_while_filling_;  // keys in inflight_ erased meanwhile
-  bool erased_while_filling(const CacheKey& key);
 };
 
 }  // namespace prepfs
