@@ -485,6 +485,7 @@ TierManager& Daemon::cache() { return *p_->cache; }
 SampleStore& Daemon::store() { return *p_->store; }
 Renderer& Daemon::renderer() { return *p_->renderer; }
 Planner& Daemon::planner() { return *p_->planner; }
+Placer& Daemon::placer() { return *p_->placer; }
 Profiler& Daemon::profiler() { return *p_->profiler; }
 const Tree& Daemon::tree() const { return *p_->tree; }
 const RenderCounters& Daemon::renders() const { return p_->renders; }

@@ -184,7 +184,10 @@ uint64_t Prefetcher::prefetch_variant(Sample s, uint32_t variant) {
   constexpr int kFetches = 3;
   uint64_t got = 0;
   for (int fetch = 0; fetch < kFetches; fetch++) {
-    if (fetch > 0) bump(counters_.refetched);
+    if (fetch > 0) {
+      bump(counters_.refetched);
+      s = store_.resolve(node);  // the slot as it is now: a re-plan may have moved the sample meanwhile
+    }
     if (!store_.inputs_at_hand(s)) got += store_.prefetch(s, Form::raw, false);
     const ResourceBudget::Hold slot = idle_slot_while(upcoming);
     if (slot.amount() == 0) break;

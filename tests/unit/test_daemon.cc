@@ -383,11 +383,13 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
 
 // A published order's variant is rendered ahead from inputs fetched first, in a cpu slot nobody
 // waits for. Inputs dropped meanwhile (a re-plan moved the sample; an eviction) are fetched
-// again: the variant is still rendered before its open. Before, the task gave up, the
-// coordinator had moved past it, and the open rendered it itself.
+// again, and kept where the sample's slot is now: the variant is still rendered before its open.
+// Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
+// and the refetch kept the inputs in the slot the sample had when the task began.
 TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
   Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,cpu=2,partition=fixed:100/0/0");
   Daemon d(rig.opts);
+  d.profiler().stop();  // no re-plan of its own: the test moves the samples itself
   std::vector<Sample> samples;
   std::string order = "job t\n";
   for (const auto& [path, jpeg] : rig.images) {
@@ -419,7 +421,12 @@ TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
     return load(d.prefetch_counters().slot_waits) >= samples.size() &&
            all([&](const Sample& s) { return d.store().inputs_at_hand(s); });
   })) << d.stats_json();
-  for (const Sample& s : samples) d.store().forget(s, Form::raw, 0);  // what a re-plan's move does
+  ASSERT_GT(d.cache().stats(Tier::ram).entries_of(Form::raw), 0u);
+  // What a re-plan's move does: the raw bytes' slot is now on the SSD, and the entries go.
+  model::Placement on_ssd;
+  on_ssd.at(Form::raw, Tier::ssd) = double(samples.size());
+  d.placer().set(on_ssd, double(samples.size()));
+  for (const Sample& s : samples) d.store().forget(s, Form::raw, 0);
   // (A spare SSD copy being written as it is erased stays visible until its write ends.)
   ASSERT_TRUE(wait_for([&] { return all([&](const Sample& s) { return !d.store().inputs_at_hand(s); }); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the tasks see no idle slot yet
@@ -435,6 +442,9 @@ TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
         << path;
   }
   EXPECT_EQ(load(d.renders().augmented), renders) << "an open rendered its variant itself";
+  ASSERT_TRUE(d.cache().flush());
+  EXPECT_EQ(d.cache().stats(Tier::ram).entries_of(Form::raw), 0u) << "refetched into the old slot";
+  EXPECT_GT(d.cache().stats(Tier::ssd).entries_of(Form::raw), 0u) << d.stats_json();
   const std::string stats = d.stats_json();
   for (const char* field : {"\"slot_waits\": ", "\"refetched\": "}) {
     const size_t at = stats.find(field);

@@ -19,6 +19,7 @@ namespace prepfs {
 class TierManager;
 class SampleStore;
 class Renderer;
+class Placer;
 class Planner;
 class Profiler;
 class RenderAhead;
@@ -60,6 +61,7 @@ class Daemon {
   SampleStore& store();
   Renderer& renderer();
   Planner& planner();
+  Placer& placer();
   Profiler& profiler();
   const Tree& tree() const;
   const RenderCounters& renders() const;
