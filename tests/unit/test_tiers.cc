@@ -528,6 +528,7 @@ TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
         variant, Form::augmented, [] { return chunk_of("variant 1"); }, ram_only);
     ASSERT_TRUE(tm.flush());
     EXPECT_TRUE(tm.ram().contains(variant));
+    EXPECT_FALSE(tm.ssd()->contains_spare(variant));
     EXPECT_EQ(tm.ssd()->spare_stats().entries, 1u);
   }
   TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
