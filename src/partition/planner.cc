@@ -269,8 +269,10 @@ std::string Planner::report_text() {
   } else {
     head = fmt::format(
         "prepfs plan: partition=auto, {} plan(s), {} move(s) ({} samples moved), {} better plan(s) not worth their "
-        "refills (the last move weighed would refill {} samples); last: {}\n",
-        status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves, status_.last_refills,
+        "refills{}; last: {}\n",
+        status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves,
+        status_.last_refills ? fmt::format(" (the last move weighed would refill {} samples)", *status_.last_refills)
+                             : std::string(),
         status_.last_reason);
   }
   return head +
@@ -314,13 +316,14 @@ std::string Planner::report_json() {
       " \"alternatives\": {},\n{}"
       " \"optimal\": {{\"placement\": {}, \"predicted\": {}, \"binding\": \"{}\", \"caching_helps\": {}}}}}\n",
       cfg_.fixed ? "fixed" : "auto", status_.plans, status_.moves, status_.moved_samples, status_.unpaid_moves,
-      status_.last_refills, status_.last_reason, cfg_.headroom, number(cfg_.other_bytes), inputs,
-      placement_json(enforced_), number(pr.throughput), model::resource_name(pr.binding), rates,
-      number(alone.throughput), model::resource_name(alone.binding), number(fr.room), number(fr.touched),
-      number(fr.variant_survival), number(fr.decoded_survival), number(fr.raw_survival), number(fr.refill_raw_survival),
-      number(fr.renders), alts, cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(),
-      placement_json(optimal.placement), number(optimal.prediction.throughput),
-      model::resource_name(optimal.prediction.binding), optimal.caching_helps ? "true" : "false");
+      status_.last_refills ? std::to_string(*status_.last_refills) : "null", status_.last_reason, cfg_.headroom,
+      number(cfg_.other_bytes), inputs, placement_json(enforced_), number(pr.throughput),
+      model::resource_name(pr.binding), rates, number(alone.throughput), model::resource_name(alone.binding),
+      number(fr.room), number(fr.touched), number(fr.variant_survival), number(fr.decoded_survival),
+      number(fr.raw_survival), number(fr.refill_raw_survival), number(fr.renders), alts,
+      cpu_ ? " \"cpu\": " + cpu_->report_json() + ",\n" : std::string(), placement_json(optimal.placement),
+      number(optimal.prediction.throughput), model::resource_name(optimal.prediction.binding),
+      optimal.caching_helps ? "true" : "false");
 }
 
 }  // namespace prepfs

@@ -409,6 +409,8 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
     Planner planner = rig.make({});
     planner.plan_now("test");
     const m::Placement first = planner.status().enforced;
+    EXPECT_FALSE(planner.status().last_refills) << "the first plan weighs no move";
+    EXPECT_NE(planner.report_json().find("\"last_refills\": null"), std::string::npos);
     if (resident)
       for (uint32_t id : rig.ds.images) rig.tm.residency().add(id);
     rig.in.src_bandwidth *= 5;
@@ -423,7 +425,7 @@ TEST(Planner, AMoveThatDoesNotPayForItsRefillsIsDeclined) {
       EXPECT_NE(planner.report_text().find("1 better plan(s) not worth their refills"), std::string::npos)
           << planner.report_text();
       EXPECT_NE(planner.report_json().find("\"unpaid_moves\": 1"), std::string::npos) << planner.report_json();
-      const uint64_t declined_refills = planner.status().last_refills;
+      const std::optional<uint64_t> declined_refills = planner.status().last_refills;
       // Ten epochs into the job the same gain is taken to last ten more: it pays.
       rig.served = 10 * rig.in.samples;
       const Placer::Layout before = rig.placer.layout();

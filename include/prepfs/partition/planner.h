@@ -82,7 +82,8 @@ class Planner {
     uint64_t moved_samples = 0;  // samples whose (form, tier) those moves changed
     uint64_t unpaid_moves = 0;   // weighings that declined a better plan: it would not pay for its
                                  // refills (a declined plan weighed again and declined counts again)
-    uint64_t last_refills = 0;   // first misses the last weighed move counted (made or declined)
+    // First misses the last weighed move counted, made or declined (none: no move weighed yet).
+    std::optional<uint64_t> last_refills;
     std::string last_reason;
     model::Placement enforced;
   };
