@@ -422,9 +422,11 @@ TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
            all([&](const Sample& s) { return d.store().inputs_at_hand(s); });
   })) << d.stats_json();
   ASSERT_GT(d.cache().stats(Tier::ram).entries_of(Form::raw), 0u);
-  // What a re-plan's move does: the raw bytes' slot is now on the SSD, and the entries go.
+  // What a re-plan's move does: the raw bytes' slot is now on the SSD, and the entries go. (The
+  // SSD gets a quota for raw bytes; RAM keeps its own, so a refetch into the old slot would stay.)
   model::Placement on_ssd;
   on_ssd.at(Form::raw, Tier::ssd) = double(samples.size());
+  d.cache().set_partition({1, 0, 0}, {1, 0, 0});
   d.placer().set(on_ssd, double(samples.size()));
   for (const Sample& s : samples) d.store().forget(s, Form::raw, 0);
   // (A spare SSD copy being written as it is erased stays visible until its write ends.)
