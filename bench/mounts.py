@@ -63,6 +63,12 @@ class Daemon:
             self.stop()
             raise RuntimeError(f"{what} exited with {self.proc.returncode} before it mounted {self.mnt}")
 
+    def cpu_seconds(self):
+        """The daemon's user + system CPU time so far (/proc/PID/stat)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self, sig=signal.SIGTERM, timeout=20.0):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

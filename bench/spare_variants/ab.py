@@ -13,6 +13,7 @@ keeps, and unlinks it at the variant's last serve; the new one does not. Prints 
 and the medians per build.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -27,15 +28,8 @@ import mounts  # noqa: E402  (bench/mounts.py)
 
 
 def read_json(path):
-    import json
     with open(path) as f:
         return json.load(f)
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read_all(paths, threads=2):
@@ -63,10 +57,10 @@ def run_mount(build, dataset, work, epochs):
             paths += [os.path.join(root, f) for f in files]
         paths.sort()
         read_all(paths)  # warm-up: pixels decoded and kept
-        s0, c0, t0 = read_json(stats_path), cpu_seconds(d.proc.pid), time.monotonic()
+        s0, c0, t0 = read_json(stats_path), d.cpu_seconds(), time.monotonic()
         for _ in range(epochs):
             read_all(paths)
-        t1, c1, s1 = time.monotonic(), cpu_seconds(d.proc.pid), read_json(stats_path)
+        t1, c1, s1 = time.monotonic(), d.cpu_seconds(), read_json(stats_path)
         n = len(paths) * epochs
         return {"files_per_s": n / (t1 - t0), "cpu_ms_per_file": 1000 * (c1 - c0) / n,
                 "ssd_writes_per_file": (s1["ssd"]["inserts"] - s0["ssd"]["inserts"]) / n,
