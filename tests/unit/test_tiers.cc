@@ -547,7 +547,7 @@ TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
 // An erase while the key is being filled wins: the filler serves its chunk but keeps nothing,
 // in RAM, the recent fills or on the SSD (planned or spare). Before, the fill's admission came
 // after the erase, and a sample a re-plan had moved kept a spare copy of the entry it dropped
-// (the ASan flake of Daemon.AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain).
+// (a likely cause of an ASan flake of Daemon.AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain).
 TEST(TierManager, AnEraseDuringAFillLeavesNothingBehind) {
   test::TempDir dir;
   TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
