@@ -270,10 +270,13 @@ void SsdTier::writer_loop() {
     queued_bytes_ -= job.chunk->size();
     busy_ = true;
     writing_ = job.key;
+    job.taken = ++taken_;
     lock.unlock();
+    if (opts_.job_taken) opts_.job_taken(job.key);
     maybe_reprobe();
     write_entry(job);
     job.chunk.reset();  // freed outside the queue's lock
+    if (opts_.job_done) opts_.job_done(job.key);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
@@ -306,6 +309,7 @@ void SsdTier::write_entry(const Job& job) {
   bool admitted = false;
   {
     std::lock_guard lock(mu_);
+    settled_ = job.taken;  // from here on the job is pending (admitted) or done with
     if (doomed_.erase(job.key)) return;
     auto it = names_.find(job.key);
     if (it != names_.end() && (job.spare || !it->second.spare)) return;  // already there
@@ -392,6 +396,7 @@ void SsdTier::erase(const CacheKey& key) {
   // it); a landed entry is removed. A write that outlived its erase would hold its form's quota
   // for good (a form at its quota refuses, it does not age entries out).
   bool in_hand = false;
+  uint64_t hand = 0;
   std::vector<ChunkRef> dropped;  // freed outside the locks
   {
     std::lock_guard lock(q_mu_);
@@ -405,15 +410,21 @@ void SsdTier::erase(const CacheKey& key) {
       }
     }
     in_hand = busy_ && writing_ == key;
+    hand = taken_;
     if (queue_.empty() && !busy_) idle_cv_.notify_all();
   }
   Names gone;
   {
     std::lock_guard lock(mu_);
-    if (pending_.count(key) || (in_hand && !names_.count(key))) {
+    if (pending_.count(key)) {  // the writer forgets it when its write ends
       doomed_.insert(key);
       return;
     }
+    // In hand but not yet settled: the writer has not looked at doomed_ for it yet. (Once settled,
+    // an admitted job is pending and anything else is done with: a doom then would outlive its
+    // job and drop the key's next write.) An entry already landed, say a spare copy the job would
+    // replace, goes now.
+    if (in_hand && hand > settled_) doomed_.insert(key);
     forget(key, &gone);
   }
   unlink_all(gone);
@@ -423,18 +434,20 @@ void SsdTier::clear() {
   std::deque<Job> dropped;  // freed outside the locks
   bool in_hand = false;
   CacheKey writing;
+  uint64_t hand = 0;
   {
     std::lock_guard lock(q_mu_);
     dropped.swap(queue_);
     queued_bytes_ = 0;
     in_hand = busy_;
     writing = writing_;
+    hand = taken_;
     if (!busy_) idle_cv_.notify_all();
   }
   Names gone;
   {
     std::lock_guard lock(mu_);
-    if (in_hand && !names_.count(writing)) doomed_.insert(writing);  // not admitted yet
+    if (in_hand && hand > settled_) doomed_.insert(writing);  // not settled yet (see erase)
     std::vector<CacheKey> keys;
     keys.reserve(names_.size());
     for (const auto& [k, n] : names_) keys.push_back(k);

@@ -448,6 +448,62 @@ TEST(TierManager, EvictAllDoesNotWaitForTheSsdQueue) {
   EXPECT_EQ(gate.entered, 1) << "queued writes were written instead of dropped";
 }
 
+// The writer's job is "in hand" until it takes the next one, but it reads its doom only once. An
+// erase after that read used to doom the key all the same, and the doom then dropped the key's
+// next write, however much later it came.
+TEST(SsdTier, AnEraseAfterTheWriterIsDoneWithAJobSparesTheKeysNextWrite) {
+  test::TempDir dir;
+  Gate gate;
+  std::atomic<bool> armed{true};
+  SsdTierOptions o;
+  o.job_done = [&](const CacheKey&) {
+    if (armed.exchange(false)) gate.wait();
+  };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  const CacheKey k = key_for("k");
+  ASSERT_TRUE(ssd.put_async(k, chunk_of(test::pattern(2 << 20, 1)), Form::raw));  // over the budget
+  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(load(c.rejected), 1u);
+  ssd.erase(k);  // the writer still holds the refused job
+  gate.release();
+  ASSERT_TRUE(ssd.flush());
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("small"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  const ChunkRef got = ssd.get(k);
+  ASSERT_TRUE(got) << "an erase of a job already done with dropped the next write";
+  EXPECT_EQ(str(got), "small");
+}
+
+// An erase while the writer holds a planned write that would replace a spare copy of the key: the
+// spare goes at once, and the planned write never lands. (The erase used to see the spare's name,
+// take the write for landed, remove the spare, and let the write land after it.)
+TEST(SsdTier, AnEraseWhileAWriteIsInHandRemovesTheSpareAndTheWrite) {
+  test::TempDir dir;
+  Gate gate;
+  std::atomic<bool> armed{false};
+  SsdTierOptions o;
+  o.job_taken = [&](const CacheKey&) {
+    if (armed.exchange(false)) gate.wait();
+  };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  const CacheKey k = key_for("k");
+  ASSERT_TRUE(ssd.put_spare_async(k, chunk_of("spare"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  ASSERT_TRUE(ssd.contains_spare(k));
+  armed = true;
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("planned"), Form::raw));
+  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ssd.erase(k);
+  EXPECT_FALSE(ssd.get(k)) << "the spare outlived the erase";
+  gate.release();
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_FALSE(ssd.get(k)) << "the write in hand landed after the erase";
+  EXPECT_EQ(ssd.stats().entries, 0u);
+  EXPECT_EQ(files_under(dir.path()), 0u);
+}
+
 // ENOSPC lowers the budget to what fits, and the budget grows back once the disk has room again
 // (it used to stay lowered for good).
 TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {

@@ -46,6 +46,10 @@ struct SsdTierOptions {
   // space the re-probe sees (default: statvfs of the directory).
   std::function<int(const CacheKey&)> write_fault;
   std::function<uint64_t()> free_bytes;
+  // Test seams: called when the writer has taken a job, before it looks at it, and once it is done
+  // with it, before it takes the next one. An erase sees the job in the writer's hands at both.
+  std::function<void(const CacheKey&)> job_taken;
+  std::function<void(const CacheKey&)> job_done;
 };
 
 struct SpareStats {
@@ -96,6 +100,7 @@ class SsdTier {
     Form form;
     bool spare;
     uint32_t sample;
+    uint64_t taken = 0;  // the writer's count of jobs taken, this one included (set when taken)
   };
   using Names = std::vector<std::pair<CacheKey, std::string>>;  // files to unlink
 
@@ -126,6 +131,10 @@ class SsdTier {
   std::unordered_set<CacheKey, CacheKeyHash> pending_;           // admitted, not yet renamed into place
   // Erased while the writer had them in hand: the writer drops them instead of landing them.
   std::unordered_set<CacheKey, CacheKeyHash> doomed_;
+  // The last job (by Job::taken) whose admission the writer has decided. A job in hand past that
+  // point is pending or settled, so an erase must not doom it: a doom nobody consumes would drop
+  // the key's next write.
+  uint64_t settled_ = 0;
   bool full_logged_ = false;
   std::chrono::steady_clock::time_point next_probe_{};
 
@@ -135,6 +144,7 @@ class SsdTier {
   uint64_t queued_bytes_ = 0;
   bool busy_ = false;
   CacheKey writing_{};  // the job the writer took, while busy_
+  uint64_t taken_ = 0;  // jobs the writer has taken; the one in hand is number taken_
   bool stop_ = false;
   std::thread writer_;
 };
