@@ -336,7 +336,10 @@ void SsdTier::write_entry(const Job& job) {
   {
     std::lock_guard lock(mu_);
     pending_.erase(job.key);
-    if (err == 0 && doomed_.erase(job.key)) {  // erased while being written: it must not stay
+    // Consumed whatever the outcome: a doom left behind by a failed write would drop the key's
+    // next write.
+    const bool doomed = doomed_.erase(job.key) > 0;
+    if (err == 0 && doomed) {  // erased while being written: it must not stay
       forget(job.key, &gone);
     } else if (err == 0) {
       bump(counters_.inserts);

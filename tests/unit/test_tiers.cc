@@ -475,6 +475,30 @@ TEST(SsdTier, AnEraseAfterTheWriterIsDoneWithAJobSparesTheKeysNextWrite) {
   EXPECT_EQ(str(got), "small");
 }
 
+// A write erased while it is being written, whose write then fails: the doom went unread (only a
+// successful write read it) and dropped the key's next write.
+TEST(SsdTier, AnEraseDuringAWriteThatFailsSparesTheKeysNextWrite) {
+  test::TempDir dir;
+  Gate gate;
+  std::atomic<bool> armed{true};
+  SsdTierOptions o;
+  o.write_fault = [&](const CacheKey&) { return armed.exchange(false) ? (gate.wait(), EIO) : 0; };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  const CacheKey k = key_for("k");
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("first"), Form::raw));
+  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ssd.erase(k);  // the write is admitted and under way: it is doomed
+  gate.release();
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_EQ(load(c.write_errors), 1u);
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("second"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  const ChunkRef got = ssd.get(k);
+  ASSERT_TRUE(got) << "the failed write's doom dropped the next write";
+  EXPECT_EQ(str(got), "second");
+}
+
 // An erase while the writer holds a planned write that would replace a spare copy of the key: the
 // spare goes at once, and the planned write never lands. (The erase used to see the spare's name,
 // take the write for landed, remove the spare, and let the write land after it.)

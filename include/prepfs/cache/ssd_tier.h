@@ -48,6 +48,7 @@ struct SsdTierOptions {
   std::function<uint64_t()> free_bytes;
   // Test seams: called when the writer has taken a job, before it looks at it, and once it is done
   // with it, before it takes the next one. An erase sees the job in the writer's hands at both.
+  // (They run on the writer thread: one that waits for flush() never returns.)
   std::function<void(const CacheKey&)> job_taken;
   std::function<void(const CacheKey&)> job_done;
 };
