@@ -37,6 +37,62 @@ void TierManager::sample_changed(uint32_t sample) {
 
 TierManager::~TierManager() = default;
 
+TierManager::FlightEnd::~FlightEnd() {
+  // A flight that landed removed its entry already: by now the key may be a new fill's.
+  if (ended) return;
+  std::lock_guard lock(self->inflight_mu_);
+  self->inflight_.erase(key);
+  self->erased_while_filling_.erase(key);
+}
+
+void TierManager::land(const CacheKey& key, const ChunkRef& chunk, Form form, Admission admit, uint32_t sample,
+                       bool from_fill, FlightEnd* flight) {
+  // Not kept in RAM (not admitted there, or refused): at hand for the file's next read requests
+  // all the same (an SSD admission is queued, and may not be readable back for a while).
+  const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
+  if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
+  // The end of the flight, under its lock. An erase that came while this fill ran wins: the
+  // chunk is served, not kept (else a re-plan's move could leave the entry it dropped behind,
+  // in RAM or on the SSD); the SSD writes are queued only here, so none needs undoing. An
+  // erase after this finds every admission in place. (No fill of the key starts meanwhile.)
+  std::lock_guard lock(inflight_mu_);
+  flight->ended = true;
+  inflight_.erase(key);
+  if (erased_while_filling_.erase(key) > 0) {
+    ram_->erase(key);
+  } else if (ssd_ && from_fill && admit.ssd) {
+    ssd_->put_async(key, chunk, form, sample);
+  } else if (ssd_ && from_fill && in_ram && form != Form::augmented) {
+    // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts). Not
+    // an augmented variant: it lives for aug_reuse opens, its last serve drops it, and the
+    // open counts start again at a restart, so its spare would be written and never read.
+    ssd_->put_spare_async(key, chunk, form, sample);
+  }
+}
+
+void TierManager::keep(const CacheKey& key, ChunkRef chunk, Form form, Admission admit, uint32_t sample) {
+  if (!admit.any() || admit.last_use || !chunk) return;
+  std::promise<ChunkRef> promise;
+  {
+    std::lock_guard lock(inflight_mu_);
+    if (inflight_.count(key)) return;  // that fill admits the key as its caller says
+    inflight_.emplace(key, promise.get_future().share());
+  }
+  FlightEnd done{this, key};
+  try {
+    // A flight of its own, so an erase meanwhile wins as it does over a fill. Not counted as a
+    // fill: the bytes were fetched (and counted) by the call that put them among the recent fills.
+    if (admit.ram && ram_->contains(key)) admit.ram = false;
+    admit.recent = false;  // where it is now (among the recent fills, say) is the caller's
+    const bool on_ssd = ssd_ && ssd_->contains(key);
+    land(key, chunk, form, admit, sample, !on_ssd, &done);
+    promise.set_value(std::move(chunk));
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample) {
   auto& pf = counters_.by_form[index_of(form)];
   // A last use takes a cached copy with it: nobody will ask for this entry again.
@@ -61,6 +117,9 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       bump(counters_.joined);
       if (pending.wait_for(cfg_.fill_wait) != std::future_status::ready) {
         bump(counters_.join_timeouts);
+        // A last use that gives up is a last use all the same: nobody asks for the entry again, so
+        // the fill it waited for keeps nothing (the erase marks the flight).
+        if (admit.last_use) erase(key);
         const auto secs = std::chrono::duration<double>(cfg_.fill_wait).count();
         if (g_join_timeout_log.allow())
           spdlog::warn(
@@ -71,19 +130,8 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     }
     inflight_.emplace(key, promise.get_future().share());
   }
-  // Whatever happens below, the in-flight entry goes and the waiters are answered. (A fill that
-  // ended normally removed it already: by now the key may be a new fill's.)
-  struct Done {
-    TierManager* self;
-    const CacheKey& key;
-    bool ended = false;
-    ~Done() {
-      if (ended) return;
-      std::lock_guard lock(self->inflight_mu_);
-      self->inflight_.erase(key);
-      self->erased_while_filling_.erase(key);
-    }
-  } done{this, key};
+  // Whatever happens below, the in-flight entry goes and the waiters are answered.
+  FlightEnd done{this, key};
 
   try {
     ChunkRef chunk = ssd_ ? ssd_->get(key, sample) : nullptr;
@@ -114,29 +162,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       bump(pf.ssd_hit_bytes, chunk->size());
       if (admit.last_use) ssd_->erase(key);
     }
-    // Not kept in RAM (not admitted there, or refused): at hand for the file's next read requests
-    // all the same (an SSD admission is queued, and may not be readable back for a while).
-    const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
-    if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
-    {
-      // The end of the flight, under its lock. An erase that came while this fill ran wins: the
-      // chunk is served, not kept (else a re-plan's move could leave the entry it dropped behind,
-      // in RAM or on the SSD); the SSD writes are queued only here, so none needs undoing. An
-      // erase after this finds every admission in place. (No fill of the key starts meanwhile.)
-      std::lock_guard lock(inflight_mu_);
-      done.ended = true;
-      inflight_.erase(key);
-      if (erased_while_filling_.erase(key) > 0) {
-        ram_->erase(key);
-      } else if (ssd_ && from_fill && admit.ssd) {
-        ssd_->put_async(key, chunk, form, sample);
-      } else if (ssd_ && from_fill && in_ram && form != Form::augmented) {
-        // What RAM keeps is on the SSD too while it has room (a spare copy: warm restarts). Not
-        // an augmented variant: it lives for aug_reuse opens, its last serve drops it, and the
-        // open counts start again at a restart, so its spare would be written and never read.
-        ssd_->put_spare_async(key, chunk, form, sample);
-      }
-    }
+    land(key, chunk, form, admit, sample, from_fill, &done);
     promise.set_value(chunk);
     return chunk;
   } catch (...) {

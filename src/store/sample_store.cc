@@ -137,9 +137,7 @@ void SampleStore::probe_head(const Sample& s) {
   const Sample known = resolve(s.node);
   if (!known.is_sample) return;
   const Admission where = admit(known, Form::raw);
-  if (where.any() && known.placed)
-    cache_.get_or_fill(
-        k, Form::raw, [&] { return c; }, where, s.node);
+  if (where.any() && known.placed) cache_.keep(k, c, Form::raw, where, s.node);
   // Not kept by a tier (not placed there, or its form is at its quota): staged for the read.
   if (!cache_.in_tier(k) && jobs_.staging) jobs_.staging->put(k, c, s.node);
 }

@@ -507,6 +507,24 @@ TEST(Daemon, TheSampleListReadsHeaderBytesNotWholeFiles) {
   read_sample_list("ram=64M,ssd=0,partition=fixed:100/0/0");  // every raw sample in RAM
 }
 
+// A lazy mount reads an unprobed file's header with its first chunk, among the recent fills (a
+// read racing the probe finds it there), then keeps that chunk where the placement puts the
+// sample. It used to ask get_or_fill to do so, which serves a recent fill as it is: the chunk was
+// never admitted, and no later read admitted it either while it stayed among the recent fills.
+TEST(Daemon, AProbedFirstChunkIsKeptWhereThePlacementPutsTheSample) {
+  Rig rig("ssd=0,render_ahead=0,partition=fixed:100/0/0");  // probe=lazy; every raw sample in RAM
+  std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(640, 480, 3, 40), 640, 480, 3);
+  ASSERT_LE(jpeg.size(), 1u << 20);  // one chunk each
+  // More files than the mount's sample of headers (64), so some are probed by their first read.
+  const int files = 96;
+  for (int i = 0; i < files; i++) rig.dir.write("src/big/img" + std::to_string(i) + ".jpg", str(jpeg));
+  Daemon d(rig.opts);
+  ASSERT_GE(d.tree().unprobed_count(), 20u);
+  for (int i = 0; i < files; i++)
+    read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/big/img" + std::to_string(i) + ".ppm"));
+  EXPECT_EQ(d.cache().stats(Tier::ram).entries_of(Form::raw), uint64_t(files)) << d.stats_json();
+}
+
 // Issue 13: the kernel may keep a variant's pages across that variant's opens, but an inode's pages
 // are one variant while handles may hold different ones (core/variant_pages.h). The first open of
 // new bytes answers without keep_cache (the kernel drops older pages in that open), and so do

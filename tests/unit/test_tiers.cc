@@ -589,6 +589,30 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
 
+// A last use (a variant's last serve) that joins a fill and gives up still drops the entry: the
+// fill it waited for, an earlier serve's, would otherwise keep a variant nobody asks for again.
+TEST(TierManager, ALastUseThatTimesOutLeavesNothingBehind) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 1 << 20, dir.path(), "lru"};
+  cfg.fill_wait = std::chrono::milliseconds(50);
+  TierManager tm(cfg);
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  const CacheKey k = key_for("variant");
+  auto filler = std::async(std::launch::async, [&] {
+    return str(tm.get_or_fill(k, Form::augmented, [&] {
+      gate.wait();
+      return chunk_of("variant");
+    }));
+  });
+  while (load(tm.counters().fills) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_THROW(tm.get_or_fill(k, Form::augmented, [] { return chunk_of("again"); }, Admission::last()), Error);
+  go.set_value();
+  EXPECT_EQ(filler.get(), "variant");
+  ASSERT_TRUE(tm.flush());
+  EXPECT_FALSE(tm.contains(k));
+}
+
 // What the RAM tier keeps is also written to the SSD tier as a spare copy (the placement keeps it
 // in RAM only), so a restart over the same directory starts warm.
 TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {
@@ -652,6 +676,43 @@ TEST(TierManager, AnEraseDuringAFillLeavesNothingBehind) {
     EXPECT_EQ(tm.contains(k), admit.ram || admit.ssd || admit.recent);
     tm.erase(k);
   }
+}
+
+// keep(): a chunk fetched among the recent fills is admitted as its fill would have been, but
+// not while a fill of the key is under way (that fill admits as its own caller says).
+TEST(TierManager, KeepAdmitsARecentFillAsItsFillWouldHave) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  const CacheKey in_ram = key_for("ram"), on_ssd = key_for("ssd"), filling = key_for("filling");
+  for (const CacheKey& k : {in_ram, on_ssd})
+    tm.get_or_fill(k, Form::raw, [] { return chunk_of("head"); }, Admission::none());
+  ASSERT_TRUE(tm.contains(in_ram));
+  ASSERT_FALSE(tm.in_tier(in_ram));
+  tm.keep(in_ram, tm.lookup(in_ram), Form::raw, Admission{true, false, false});
+  tm.keep(on_ssd, tm.lookup(on_ssd), Form::raw, Admission{false, true, false});
+  ASSERT_TRUE(tm.flush());
+  EXPECT_TRUE(tm.ram().contains(in_ram));
+  EXPECT_FALSE(tm.ram().has_recent(in_ram));  // moved, not copied
+  EXPECT_TRUE(tm.ssd()->contains(on_ssd));
+  EXPECT_FALSE(tm.ram().contains(on_ssd));
+
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  auto filler = std::async(std::launch::async, [&] {
+    return str(tm.get_or_fill(
+        filling, Form::raw,
+        [&] {
+          gate.wait();
+          return chunk_of("fill");
+        },
+        Admission::none()));
+  });
+  while (load(tm.counters().fills) < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  tm.keep(filling, chunk_of("kept"), Form::raw, Admission{true, true, false});
+  go.set_value();
+  EXPECT_EQ(filler.get(), "fill");
+  ASSERT_TRUE(tm.flush());
+  EXPECT_FALSE(tm.in_tier(filling)) << "keep() admitted over a fill under way";
 }
 
 // Spare copies use only the room planned entries leave, give it back first, and sit outside the

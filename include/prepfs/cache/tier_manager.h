@@ -90,6 +90,12 @@ class TierManager {
   // budget has room, so a restart starts warm (see SsdTier).
   // `sample` owns the entry (kNoSample: none): residency and ranking policies count by it.
   ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
+  // A chunk the caller fetched with a smaller admission (a probe's first chunk, fetched among the
+  // recent fills before the index knew the file for a sample), kept now as `admit` says, as its
+  // fill would have kept it: an erase meanwhile wins the same way. get_or_fill cannot do this: it
+  // serves a recent fill as it is. Nothing happens while a fill of the key is under way (that
+  // fill admits as its own caller says).
+  void keep(const CacheKey& key, ChunkRef chunk, Form form, Admission admit, uint32_t sample = kNoSample);
   // Whether the shared tier keeps this form (the plan's choice), so a fill of it is shared.
   bool shares(Form form) const { return cfg_.shared && cfg_.shared->shares(form); }
   SharedTier* shared() { return cfg_.shared; }
@@ -125,6 +131,18 @@ class TierManager {
   SsdTier* ssd() { return ssd_.get(); }  // null when ssd=0
 
  private:
+  // Ends a flight that did not land (its fill threw): the in-flight entry and any erase mark go.
+  struct FlightEnd {
+    TierManager* self;
+    const CacheKey& key;
+    bool ended = false;
+    ~FlightEnd();
+  };
+  // A flight's chunk kept as `admit` says, and the flight ended (see get_or_fill). from_fill: the
+  // SSD does not hold the chunk already, so an SSD admission or a spare copy is queued.
+  void land(const CacheKey& key, const ChunkRef& chunk, Form form, Admission admit, uint32_t sample, bool from_fill,
+            FlightEnd* flight);
+
   CacheConfig cfg_;
   CacheCounters counters_;
   SampleResidency residency_;  // before the tiers, which count into it
