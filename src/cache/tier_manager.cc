@@ -83,7 +83,8 @@ void TierManager::keep(const CacheKey& key, ChunkRef chunk, Form form, Admission
     // A flight of its own, so an erase meanwhile wins as it does over a fill. Not counted as a
     // fill: the bytes were fetched (and counted) by the call that put them among the recent fills.
     if (admit.ram && ram_->contains(key)) admit.ram = false;
-    admit.recent = false;  // where it is now (among the recent fills, say) is the caller's
+    // A RAM put takes the key's recent copy before it decides; a refused one must get it back.
+    admit.recent = ram_->has_recent(key);
     const bool on_ssd = ssd_ && ssd_->contains(key);
     land(key, chunk, form, admit, sample, !on_ssd, &done);
     promise.set_value(std::move(chunk));

@@ -695,9 +695,20 @@ TEST(TierManager, KeepAdmitsARecentFillAsItsFillWouldHave) {
   EXPECT_FALSE(tm.ram().has_recent(in_ram));  // moved, not copied
   EXPECT_TRUE(tm.ssd()->contains(on_ssd));
   EXPECT_FALSE(tm.ram().contains(on_ssd));
+  EXPECT_TRUE(tm.ram().has_recent(on_ssd));  // at hand for the file's next requests, as before
+
+  // RAM refuses (its raw quota is 0): the chunk stays among the recent fills.
+  const CacheKey refused = key_for("refused");
+  tm.get_or_fill(refused, Form::raw, [] { return chunk_of("head"); }, Admission::none());
+  tm.set_partition({0, 0, 0}, {0, 0, 0});
+  tm.keep(refused, tm.lookup(refused), Form::raw, Admission{true, false, false});
+  EXPECT_FALSE(tm.ram().contains(refused));
+  EXPECT_TRUE(tm.ram().has_recent(refused)) << "a refused keep() lost the recent copy";
+  tm.set_partition({1, 1, 1}, {1, 1, 1});
 
   std::promise<void> go;
   std::shared_future<void> gate = go.get_future().share();
+  const uint64_t fills = load(tm.counters().fills);
   auto filler = std::async(std::launch::async, [&] {
     return str(tm.get_or_fill(
         filling, Form::raw,
@@ -707,7 +718,7 @@ TEST(TierManager, KeepAdmitsARecentFillAsItsFillWouldHave) {
         },
         Admission::none()));
   });
-  while (load(tm.counters().fills) < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (load(tm.counters().fills) == fills) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   tm.keep(filling, chunk_of("kept"), Form::raw, Admission{true, true, false});
   go.set_value();
   EXPECT_EQ(filler.get(), "fill");
