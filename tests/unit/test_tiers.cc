@@ -401,11 +401,21 @@ struct Gate {
   std::condition_variable cv;
   bool open = false;
   std::atomic<int> entered{0};
+  std::atomic<bool> armed{false};
   int wait() {
     entered++;
     std::unique_lock l(m);
     cv.wait(l, [&] { return open; });
     return 0;
+  }
+  // Blocks only the first call once armed: one job of the writer's, not every one. True if it did.
+  bool wait_if_armed() {
+    if (!armed.exchange(false)) return false;
+    wait();
+    return true;
+  }
+  void until_entered() const {
+    while (entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void release() {
     {
@@ -435,7 +445,7 @@ TEST(TierManager, EvictAllDoesNotWaitForTheSsdQueue) {
   TierManager tm(cfg);
   for (int i = 0; i < 20; i++)
     tm.get_or_fill(key_for("k" + std::to_string(i)), Form::raw, [&] { return chunk_of(test::pattern(1000, i)); });
-  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.until_entered();
   EXPECT_FALSE(tm.flush(std::chrono::milliseconds(20)));  // the writer is stuck: flush gives up
   auto evicted = std::async(std::launch::async, [&] { tm.evict_all(); });
   const bool returned = evicted.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
@@ -454,16 +464,14 @@ TEST(TierManager, EvictAllDoesNotWaitForTheSsdQueue) {
 TEST(SsdTier, AnEraseAfterTheWriterIsDoneWithAJobSparesTheKeysNextWrite) {
   test::TempDir dir;
   Gate gate;
-  std::atomic<bool> armed{true};
+  gate.armed = true;
   SsdTierOptions o;
-  o.job_done = [&](const CacheKey&) {
-    if (armed.exchange(false)) gate.wait();
-  };
+  o.job_done = [&](const CacheKey&) { gate.wait_if_armed(); };
   TierCounters c;
   SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
   const CacheKey k = key_for("k");
   ASSERT_TRUE(ssd.put_async(k, chunk_of(test::pattern(2 << 20, 1)), Form::raw));  // over the budget
-  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.until_entered();
   EXPECT_EQ(load(c.rejected), 1u);
   ssd.erase(k);  // the writer still holds the refused job
   gate.release();
@@ -480,14 +488,14 @@ TEST(SsdTier, AnEraseAfterTheWriterIsDoneWithAJobSparesTheKeysNextWrite) {
 TEST(SsdTier, AnEraseDuringAWriteThatFailsSparesTheKeysNextWrite) {
   test::TempDir dir;
   Gate gate;
-  std::atomic<bool> armed{true};
+  gate.armed = true;
   SsdTierOptions o;
-  o.write_fault = [&](const CacheKey&) { return armed.exchange(false) ? (gate.wait(), EIO) : 0; };
+  o.write_fault = [&](const CacheKey&) { return gate.wait_if_armed() ? EIO : 0; };
   TierCounters c;
   SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
   const CacheKey k = key_for("k");
   ASSERT_TRUE(ssd.put_async(k, chunk_of("first"), Form::raw));
-  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.until_entered();
   ssd.erase(k);  // the write is admitted and under way: it is doomed
   gate.release();
   ASSERT_TRUE(ssd.flush());
@@ -505,20 +513,17 @@ TEST(SsdTier, AnEraseDuringAWriteThatFailsSparesTheKeysNextWrite) {
 TEST(SsdTier, AnEraseWhileAWriteIsInHandRemovesTheSpareAndTheWrite) {
   test::TempDir dir;
   Gate gate;
-  std::atomic<bool> armed{false};
   SsdTierOptions o;
-  o.job_taken = [&](const CacheKey&) {
-    if (armed.exchange(false)) gate.wait();
-  };
+  o.job_taken = [&](const CacheKey&) { gate.wait_if_armed(); };
   TierCounters c;
   SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
   const CacheKey k = key_for("k");
   ASSERT_TRUE(ssd.put_spare_async(k, chunk_of("spare"), Form::raw));
   ASSERT_TRUE(ssd.flush());
   ASSERT_TRUE(ssd.contains_spare(k));
-  armed = true;
+  gate.armed = true;
   ASSERT_TRUE(ssd.put_async(k, chunk_of("planned"), Form::raw));
-  while (gate.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.until_entered();
   ssd.erase(k);
   EXPECT_FALSE(ssd.get(k)) << "the spare outlived the erase";
   gate.release();
