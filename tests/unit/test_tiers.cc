@@ -426,6 +426,15 @@ struct Gate {
   }
 };
 
+// A write of `bytes` under key lands and reads back (no doom left over from earlier drops it).
+void expect_next_write_lands(SsdTier& ssd, const CacheKey& key, const std::string& bytes, const char* why) {
+  ASSERT_TRUE(ssd.put_async(key, chunk_of(bytes), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  const ChunkRef got = ssd.get(key);
+  ASSERT_TRUE(got) << why;
+  EXPECT_EQ(str(got), bytes);
+}
+
 size_t files_under(const std::string& dir) {
   size_t n = 0;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir))
@@ -476,11 +485,7 @@ TEST(SsdTier, AnEraseAfterTheWriterIsDoneWithAJobSparesTheKeysNextWrite) {
   ssd.erase(k);  // the writer still holds the refused job
   gate.release();
   ASSERT_TRUE(ssd.flush());
-  ASSERT_TRUE(ssd.put_async(k, chunk_of("small"), Form::raw));
-  ASSERT_TRUE(ssd.flush());
-  const ChunkRef got = ssd.get(k);
-  ASSERT_TRUE(got) << "an erase of a job already done with dropped the next write";
-  EXPECT_EQ(str(got), "small");
+  expect_next_write_lands(ssd, k, "small", "an erase of a job already done with dropped the next write");
 }
 
 // A write erased while it is being written, whose write then fails: the doom went unread (only a
@@ -500,11 +505,7 @@ TEST(SsdTier, AnEraseDuringAWriteThatFailsSparesTheKeysNextWrite) {
   gate.release();
   ASSERT_TRUE(ssd.flush());
   EXPECT_EQ(load(c.write_errors), 1u);
-  ASSERT_TRUE(ssd.put_async(k, chunk_of("second"), Form::raw));
-  ASSERT_TRUE(ssd.flush());
-  const ChunkRef got = ssd.get(k);
-  ASSERT_TRUE(got) << "the failed write's doom dropped the next write";
-  EXPECT_EQ(str(got), "second");
+  expect_next_write_lands(ssd, k, "second", "the failed write's doom dropped the next write");
 }
 
 // An erase while the writer holds a planned write that would replace a spare copy of the key: the
