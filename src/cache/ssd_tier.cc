@@ -70,7 +70,7 @@ void SsdTier::load_existing() {
     std::optional<EntryName> name = parse_entry_name(file);
     if (!name) return;
     if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) < sizeof(SsdEntryHeader)) {
-      junk.emplace_back(name->key, file);  // a torn entry, or a symlink where an entry belongs
+      to_unlink(name->key, file, &junk);  // a torn entry, or a symlink where an entry belongs
       return;
     }
     found.push_back(
@@ -86,7 +86,7 @@ void SsdTier::load_existing() {
     const Job job{f.name.key, nullptr, f.name.form, f.name.spare, kNoSample};  // its sample is learnt on a hit
     const bool duplicate = names_.count(f.name.key) != 0;                      // a spare next to its planned entry
     if (duplicate || !(f.name.spare ? admit_spare(job, f.size, &gone) : admit_planned(job, f.size, &gone))) {
-      junk.emplace_back(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare));
+      to_unlink(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare), &junk);
       continue;
     }
     names_[f.name.key] = f.name;
@@ -102,7 +102,7 @@ void SsdTier::collect(const std::vector<CacheKey>& evicted, Names* gone) {
   for (const CacheKey& k : evicted) {
     auto it = names_.find(k);
     if (it == names_.end()) continue;
-    gone->emplace_back(k, entry_name(k, it->second.form, it->second.spare));
+    to_unlink(k, entry_name(k, it->second.form, it->second.spare), gone);
     names_.erase(it);
   }
   bump(counters_.evictions, evicted.size());
@@ -132,8 +132,13 @@ void SsdTier::forget(const CacheKey& key, Names* gone) {
   spare_.remove(key);
   auto it = names_.find(key);
   if (it == names_.end()) return;
-  gone->emplace_back(key, entry_name(key, it->second.form, it->second.spare));
+  to_unlink(key, entry_name(key, it->second.form, it->second.spare), gone);
   names_.erase(it);
+}
+
+void SsdTier::to_unlink(const CacheKey& key, std::string file, Names* gone) {
+  unlinking_[key]++;
+  gone->emplace_back(key, std::move(file));
 }
 
 void SsdTier::set_budget(uint64_t budget, Names* gone) {
@@ -144,7 +149,25 @@ void SsdTier::set_budget(uint64_t budget, Names* gone) {
 }
 
 void SsdTier::unlink_all(const Names& names) {
-  for (const auto& [key, name] : names) dir_.unlink_entry(key, name);
+  if (names.empty()) return;
+  for (const auto& [key, name] : names) {
+    if (opts_.before_unlink) opts_.before_unlink(key);
+    dir_.unlink_entry(key, name);
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, name] : names) {
+      auto it = unlinking_.find(key);
+      if (it != unlinking_.end() && --it->second == 0) unlinking_.erase(it);
+    }
+  }
+  unlinked_cv_.notify_all();
+}
+
+void SsdTier::wait_for_unlinks(const CacheKey& key) {
+  // Bounded by the unlinks already under way (a few syscalls): a pending key gets no new ones.
+  std::unique_lock lock(mu_);
+  unlinked_cv_.wait(lock, [&] { return unlinking_.count(key) == 0; });
 }
 
 ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
@@ -291,16 +314,19 @@ void SsdTier::maybe_reprobe() {
     next_probe_ = Clock::now() + opts_.reprobe_interval;
   }
   const uint64_t free = opts_.free_bytes();
-  std::lock_guard lock(mu_);
-  const uint64_t used = planned_.bytes() + spare_.bytes();
-  // Keep a tenth of the free space as margin: other users of the disk may be growing too.
-  const uint64_t room = std::min(configured_budget_, used + free / 10 * 9);
-  if (room <= planned_.budget()) return;
-  spdlog::info("ssd tier: {} has room again; the ssd budget grows from {} to {} bytes", dir_.path(), planned_.budget(),
-               room);
-  Names none;
-  set_budget(room, &none);
-  full_logged_ = false;
+  Names gone;  // none expected (the budget only grows), but every forgotten file is unlinked
+  {
+    std::lock_guard lock(mu_);
+    const uint64_t used = planned_.bytes() + spare_.bytes();
+    // Keep a tenth of the free space as margin: other users of the disk may be growing too.
+    const uint64_t room = std::min(configured_budget_, used + free / 10 * 9);
+    if (room <= planned_.budget()) return;
+    spdlog::info("ssd tier: {} has room again; the ssd budget grows from {} to {} bytes", dir_.path(),
+                 planned_.budget(), room);
+    set_budget(room, &gone);
+    full_logged_ = false;
+  }
+  unlink_all(gone);
 }
 
 void SsdTier::write_entry(const Job& job) {
@@ -384,7 +410,10 @@ int SsdTier::write_file(const Job& job) {
     err = e.err();
   }
   ::close(fd);
-  if (err == 0) err = dir_.publish(temp, job.key, entry_name(job.key, job.form, job.spare));
+  if (err == 0) {
+    wait_for_unlinks(job.key);
+    err = dir_.publish(temp, job.key, entry_name(job.key, job.form, job.spare));
+  }
   if (err != 0) dir_.discard_temp(temp);
   return err;
 }

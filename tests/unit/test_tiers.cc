@@ -534,6 +534,34 @@ TEST(SsdTier, AnEraseWhileAWriteIsInHandRemovesTheSpareAndTheWrite) {
   EXPECT_EQ(files_under(dir.path()), 0u);
 }
 
+// An erase forgets the entry under the tier's lock and unlinks its file after it. A new write of
+// the key (same file name) published in between used to be removed by that late unlink, leaving
+// an entry indexed with no file: the writer now waits for the key's unlinks before it publishes.
+TEST(SsdTier, AnUnlinkThatComesLateSparesTheKeysNewEntry) {
+  test::TempDir dir;
+  Gate gate;
+  SsdTierOptions o;
+  o.before_unlink = [&](const CacheKey&) { gate.wait_if_armed(); };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  const CacheKey k = key_for("k");
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("old"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  gate.armed = true;
+  std::thread eraser([&] { ssd.erase(k); });  // forgets, then pauses before its unlink
+  gate.until_entered();
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("new"), Form::raw));
+  // Time for the writer to publish, had it not to wait (it does: this flush times out).
+  ssd.flush(std::chrono::milliseconds(300));
+  gate.release();
+  eraser.join();
+  ASSERT_TRUE(ssd.flush());
+  const ChunkRef got = ssd.get(k);
+  ASSERT_TRUE(got) << "the erase's late unlink removed the new entry's file";
+  EXPECT_EQ(str(got), "new");
+  EXPECT_EQ(files_under(dir.path()), 1u);
+}
+
 // ENOSPC lowers the budget to what fits, and the budget grows back once the disk has room again
 // (it used to stay lowered for good).
 TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {

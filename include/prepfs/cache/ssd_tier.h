@@ -51,6 +51,9 @@ struct SsdTierOptions {
   // (They run on the writer thread: one that waits for flush() never returns.)
   std::function<void(const CacheKey&)> job_taken;
   std::function<void(const CacheKey&)> job_done;
+  // Test seam: called before each entry file is unlinked, on the thread that unlinks it, with the
+  // file's key (its entry is already forgotten then).
+  std::function<void(const CacheKey&)> before_unlink;
 };
 
 struct SpareStats {
@@ -112,11 +115,15 @@ class SsdTier {
   int write_file(const Job& job);  // the temporary file, then the rename; 0 or the errno
   void maybe_reprobe();
   void unlink_all(const Names& names);
+  // Before a publish: waits until no file of the key is being unlinked. A file name is fixed per
+  // key, so an unlink of the forgotten old entry that came late would remove the new one.
+  void wait_for_unlinks(const CacheKey& key);
 
   // Under mu_: index changes, each collecting the files to unlink once the lock is dropped.
   bool admit_planned(const Job& job, uint64_t size, Names* gone);
   bool admit_spare(const Job& job, uint64_t size, Names* gone);
   void forget(const CacheKey& key, Names* gone);  // from whichever index holds it
+  void to_unlink(const CacheKey& key, std::string file, Names* gone);  // counted in unlinking_
   void collect(const std::vector<CacheKey>& evicted, Names* gone);
   void set_budget(uint64_t budget, Names* gone);
 
@@ -136,6 +143,11 @@ class SsdTier {
   // point is pending or settled, so an erase must not doom it: a doom nobody consumes would drop
   // the key's next write.
   uint64_t settled_ = 0;
+  // Files forgotten from the index and not yet unlinked, per key (outside the lock, by whichever
+  // thread forgot them). Only the writer forgets a pending key, so once the writer has waited for
+  // its key's count to reach zero, no unlink of that key comes until its publish is done.
+  std::unordered_map<CacheKey, uint32_t, CacheKeyHash> unlinking_;
+  std::condition_variable unlinked_cv_;
   bool full_logged_ = false;
   std::chrono::steady_clock::time_point next_probe_{};
 
