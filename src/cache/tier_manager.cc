@@ -37,12 +37,13 @@ void TierManager::sample_changed(uint32_t sample) {
 
 TierManager::~TierManager() = default;
 
-TierManager::FlightEnd::~FlightEnd() {
+void TierManager::FlightEnd::end() {
   // A flight that landed removed its entry already: by now the key may be a new fill's.
   if (ended) return;
   std::lock_guard lock(self->inflight_mu_);
   self->inflight_.erase(key);
   self->erased_while_filling_.erase(key);
+  ended = true;
 }
 
 void TierManager::land(const CacheKey& key, const ChunkRef& chunk, Form form, Admission admit, uint32_t sample,
@@ -89,6 +90,7 @@ void TierManager::keep(const CacheKey& key, ChunkRef chunk, Form form, Admission
     land(key, chunk, form, admit, sample, !on_ssd, &done);
     promise.set_value(std::move(chunk));
   } catch (...) {
+    done.end();  // before the error is given (see get_or_fill)
     promise.set_exception(std::current_exception());
     throw;
   }
@@ -168,6 +170,11 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     return chunk;
   } catch (...) {
     bump(counters_.fill_errors);
+    // The flight ends before its readers get the error: a request that comes after the failure
+    // starts a fill of its own (the source may be back) instead of joining and getting an error
+    // from a fill it never shared.
+    done.end();
+    if (cfg_.after_failed_fill) cfg_.after_failed_fill(key);
     promise.set_exception(std::current_exception());
     throw;
   }

@@ -623,6 +623,32 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
 
+// A request that comes once a fill has failed starts a fill of its own, even before the failed
+// fill's readers have their error: it used to join the dead flight and get an error from a fill
+// it never shared (the source may be back by then).
+TEST(TierManager, ARequestAfterAFailedFillFillsAgain) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  cfg.fill_wait = std::chrono::milliseconds(50);
+  TierManager* tm_ptr = nullptr;
+  std::string after;
+  cfg.after_failed_fill = [&](const CacheKey& k) {
+    if (!after.empty()) return;
+    after = "(none)";
+    try {
+      after = str(tm_ptr->get_or_fill(k, Form::raw, [] { return chunk_of("back"); }));
+    } catch (const Error& e) {
+      after = e.what();
+    }
+  };
+  TierManager tm(cfg);
+  tm_ptr = &tm;
+  EXPECT_THROW(tm.get_or_fill(key_for("x"), Form::raw, []() -> ChunkRef { throw Error(EIO, "source down"); }), Error);
+  EXPECT_EQ(after, "back");
+  EXPECT_EQ(load(tm.counters().fills), 2u);
+  EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("third"); })), "back");
+}
+
 // A last use (a variant's last serve) that joins a fill and gives up still drops the entry: the
 // fill it waited for, an earlier serve's, would otherwise keep a variant nobody asks for again.
 TEST(TierManager, ALastUseThatTimesOutLeavesNothingBehind) {

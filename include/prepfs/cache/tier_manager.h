@@ -55,6 +55,9 @@ struct CacheConfig {
   // The tier shared with other nodes (shared=), asked after both local tiers miss for the forms
   // it shares; null: none. Owned by the caller.
   SharedTier* shared = nullptr;
+  // Test seam: runs on the filler's thread when its fill has failed, once its flight has ended and
+  // before the readers that joined it get the error.
+  std::function<void(const CacheKey&)> after_failed_fill = nullptr;
 };
 
 struct CacheCounters {
@@ -136,7 +139,8 @@ class TierManager {
     TierManager* self;
     const CacheKey& key;
     bool ended = false;
-    ~FlightEnd();
+    void end();
+    ~FlightEnd() { end(); }
   };
   // A flight's chunk kept as `admit` says, and the flight ended (see get_or_fill). from_fill: the
   // SSD does not hold the chunk already, so an SSD admission or a spare copy is queued.
