@@ -96,8 +96,20 @@ void TierManager::keep(const CacheKey& key, ChunkRef chunk, Form form, Admission
   }
 }
 
+void TierManager::note_spent(const CacheKey& key) {
+  std::lock_guard lock(inflight_mu_);
+  if (!spent_.insert(key).second) return;
+  spent_order_.push_back(key);
+  if (spent_order_.size() > kSpentKeys) {
+    spent_.erase(spent_order_.front());
+    spent_order_.pop_front();
+  }
+}
+
 ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample) {
   auto& pf = counters_.by_form[index_of(form)];
+  // Before the lookups: an earlier use whose flight starts after this one keeps nothing.
+  if (admit.last_use) note_spent(key);
   // A last use takes a cached copy with it: nobody will ask for this entry again.
   auto served = [&](ChunkRef c) {
     if (admit.last_use) erase(key);
@@ -132,6 +144,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       return served(pending.get());  // rethrows the filler's error
     }
     inflight_.emplace(key, promise.get_future().share());
+    if (spent_.count(key)) admit = Admission::last();  // its last use came first
   }
   // Whatever happens below, the in-flight entry goes and the waiters are answered.
   FlightEnd done{this, key};

@@ -673,6 +673,25 @@ TEST(TierManager, ALastUseThatTimesOutLeavesNothingBehind) {
   EXPECT_FALSE(tm.contains(k));
 }
 
+// Two opens of one variant can reach the cache out of order: the last serve first (kept nowhere),
+// then an earlier serve, whose admission used to keep a variant nobody asks for again (its form
+// refuses new entries at its quota, so it stayed until pressure from elsewhere evicted it).
+TEST(TierManager, AUseAfterTheLastUseKeepsNothing) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  const CacheKey k = key_for("variant");
+  auto render = [] { return chunk_of("variant"); };
+  EXPECT_EQ(str(tm.get_or_fill(k, Form::augmented, render, Admission::last())), "variant");
+  EXPECT_EQ(str(tm.get_or_fill(k, Form::augmented, render, Admission{true, true})), "variant");
+  ASSERT_TRUE(tm.flush());
+  EXPECT_FALSE(tm.contains(k)) << "the late earlier serve kept the variant";
+  EXPECT_EQ(load(tm.counters().fills), 2u);
+  // Another key is admitted as its caller says.
+  const CacheKey other = key_for("other variant");
+  tm.get_or_fill(other, Form::augmented, render, Admission{true, false});
+  EXPECT_TRUE(tm.ram().contains(other));
+}
+
 // What the RAM tier keeps is also written to the SSD tier as a spare copy (the placement keeps it
 // in RAM only), so a restart over the same directory starts warm.
 TEST(TierManager, WhatRamKeepsIsOnTheSsdForAWarmRestart) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -30,7 +31,8 @@ struct Admission {
   bool ram = true;
   bool ssd = true;
   // The entry's last use (an augmented variant's last serve): a cached copy is served and then
-  // dropped, a fill is kept nowhere, not even among the recent fills.
+  // dropped, a fill is kept nowhere, not even among the recent fills; nor is the fill of a use
+  // that comes after it, out of order.
   bool last_use = false;
   // Kept among the recent fills when RAM does not keep it (the file's next read requests reuse
   // it). Off for fills a caller keeps elsewhere itself (the prefetcher's staging).
@@ -155,6 +157,14 @@ class TierManager {
   std::mutex inflight_mu_;
   std::unordered_map<CacheKey, std::shared_future<ChunkRef>, CacheKeyHash> inflight_;
   std::unordered_set<CacheKey, CacheKeyHash> erased_while_filling_;  // keys in inflight_ erased meanwhile
+  // The keys whose last use has come, the latest kSpentKeys (under inflight_mu_). An earlier use
+  // of the key that reaches the cache after it (two opens of one variant, out of order) keeps
+  // nothing: its admission would keep an entry nobody asks for again, until evicted. A key's
+  // uses are close together (one variant's aug_reuse opens), so a short memory suffices.
+  static constexpr size_t kSpentKeys = 4096;
+  std::unordered_set<CacheKey, CacheKeyHash> spent_;
+  std::deque<CacheKey> spent_order_;
+  void note_spent(const CacheKey& key);
 };
 
 }  // namespace prepfs
