@@ -12,6 +12,8 @@ import signal
 import subprocess
 import time
 
+import proc_cpu
+
 
 def mounts_under(path):
     """Mountpoints at or below path, deepest first (the order to unmount them in)."""
@@ -64,10 +66,8 @@ class Daemon:
             raise RuntimeError(f"{what} exited with {self.proc.returncode} before it mounted {self.mnt}")
 
     def cpu_seconds(self):
-        """The daemon's user + system CPU time so far (/proc/PID/stat)."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The daemon's user + system CPU time so far."""
+        return proc_cpu.cpu_seconds(self.proc.pid)
 
     def stop(self, sig=signal.SIGTERM, timeout=20.0):
         if self.proc.poll() is None:

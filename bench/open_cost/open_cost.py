@@ -33,13 +33,14 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from proc_cpu import cpu_seconds  # noqa: E402
+
 ROOT = "/tmp/prepfs-open-cost"
 
 
 def cpu_of(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(pid)
 
 
 def files_under(root, ext):

@@ -51,6 +51,7 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 from bench_deps import ensure_matplotlib  # noqa: E402
 import mounts  # noqa: E402  (bench/mounts.py)
+import proc_cpu  # noqa: E402
 from mounts import force_unmount, is_mounted  # noqa: E402
 
 FORMS = ("raw", "decoded", "augmented")
@@ -263,12 +264,7 @@ class Daemon(mounts.Daemon):
             return f.read()[-n:].decode(errors="replace")
 
     def cpu_seconds(self):
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return float("nan")
+        return proc_cpu.cpu_seconds(self.proc.pid, default=float("nan"))
 
     def stop(self, sig=signal.SIGTERM, timeout=20.0):
         rc = super().stop(sig, timeout)

@@ -18,6 +18,7 @@ BENCH = os.path.dirname(HERE)
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import mounts  # noqa: E402  (bench/mounts.py: the daemons and mounts every Python driver shares)
+from proc_cpu import cpu_seconds  # noqa: E402
 PYTHON = "/usr/bin/python3"  # Debian's: the one python3-torch and the installed prepfs package belong to
 PREPCTL = os.path.join(REPO, "tools", "prepctl")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -89,12 +90,7 @@ def save(path, data):
 
 def proc_cpu(pid):
     """User + system CPU seconds of a live process and its reaped children."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return sum(int(x) for x in fields[11:15]) / TICKS
-    except OSError:
-        return 0.0
+    return cpu_seconds(pid, children=True, default=0.0)
 
 
 def children_cpu():

@@ -22,6 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from proc_cpu import cpu_seconds  # noqa: E402
 
 
 def main():
@@ -135,12 +137,6 @@ def read_all(root, rels):
         with open(os.path.join(root, r), "rb") as f:
             while f.read(1 << 20):
                 pass
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def med(xs):
