@@ -162,23 +162,27 @@ Tree::FileState Tree::file_state(uint32_t id) const {
 
 void Tree::set_file_state(uint32_t id, const FileState& s) {
   Node& n = nodes_[id];
-  const bool has_dims = id < dims_.size();
   versions_lock_->write(id, [&] {
     relaxed_store(n.size, s.version.size);
     relaxed_store(n.mtime_ns, s.version.mtime_ns);
     relaxed_store(n.identity, s.version.identity);
     relaxed_store(n.mode, (n.mode & S_IFMT) | (s.mode & ~S_IFMT));
     relaxed_store(n.owner, owners_->intern(s.owner));  // interning is serialized by the write lock
-    if (!has_dims) return;
-    const ImageDims old{relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
-    relaxed_store(dims_[id].width, s.dims.width);
-    relaxed_store(dims_[id].height, s.dims.height);
-    // Writers of different stripes run at once: the counts need atomic updates.
-    if (old.is_image() != s.dims.is_image())
-      std::atomic_ref<uint64_t>(image_count_).fetch_add(s.dims.is_image() ? 1 : uint64_t(-1));
-    if (old.known() != s.dims.known())
-      std::atomic_ref<uint64_t>(unprobed_count_).fetch_add(s.dims.known() ? uint64_t(-1) : 1);
+    store_dims(id, s.dims);
   });
+}
+
+// Under the file's write lock.
+void Tree::store_dims(uint32_t id, ImageDims d) {
+  if (id >= dims_.size()) return;
+  const ImageDims old{relaxed_load(dims_[id].width), relaxed_load(dims_[id].height)};
+  relaxed_store(dims_[id].width, d.width);
+  relaxed_store(dims_[id].height, d.height);
+  // Writers of different stripes run at once: the counts need atomic updates.
+  if (old.is_image() != d.is_image())
+    std::atomic_ref<uint64_t>(image_count_).fetch_add(d.is_image() ? 1 : uint64_t(-1));
+  if (old.known() != d.known())
+    std::atomic_ref<uint64_t>(unprobed_count_).fetch_add(d.known() ? uint64_t(-1) : 1);
 }
 
 uint64_t Tree::memory_bytes() const {
@@ -192,13 +196,15 @@ void Tree::count_files() {
 }
 
 // One file's header, recorded while readers run (the HeaderProber, the store's first chunks):
-// under the file's seqlock stripe like every other part of its state.
-void Tree::set_dims(uint32_t id, ImageDims d) {
+// under the file's seqlock stripe like every other part of its state, and only for the version
+// it was read from.
+void Tree::set_dims(uint32_t id, const FileVersion& of, ImageDims d) {
   if (id >= dims_.size()) return;
-  FileState st = file_state(id);
-  if (st.dims == d) return;
-  st.dims = d;
-  set_file_state(id, st);
+  Node& n = nodes_[id];
+  versions_lock_->write(id, [&] {
+    const FileVersion now{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)};
+    if (now == of) store_dims(id, d);
+  });
 }
 
 bool Tree::probed() const { return dims_.size() == nodes_.size() && unprobed_count() == 0; }

@@ -36,15 +36,16 @@ HeaderProber::HeaderProber(Tree& tree, SampleStore& store, Source& source, unsig
 
 void HeaderProber::probe(uint32_t node, bool whole_chunk) {
   if (tree_.dims(node).known() || !S_ISREG(tree_.mode(node))) return;
+  const Sample s = store_.resolve(node);  // the version the header is read from
   try {
     if (whole_chunk)
-      store_.probe_head(store_.resolve(node));
+      store_.probe_head(s);
     else
-      tree_.set_dims(node, probe_image(source_, tree_.path(node), tree_.version(node)));
+      tree_.set_dims(node, s.version, probe_image(source_, s.path, s.version));
   } catch (const std::exception& e) {
     // Unreadable now: not served as an image (as a full scan would have decided).
-    spdlog::warn("{}: cannot read its header: {}", tree_.path(node), e.what());
-    tree_.set_dims(node, ImageDims{});
+    spdlog::warn("{}: cannot read its header: {}", s.path, e.what());
+    tree_.set_dims(node, s.version, ImageDims{});
   }
 }
 
@@ -79,13 +80,14 @@ void HeaderProber::ensure_some(size_t count) {
   const double stride = std::max(1.0, double(unknown.size()) / double(count));
   for (double i = 0; size_t(i) < unknown.size() && todo.size() < count; i += stride) todo.push_back(unknown[size_t(i)]);
   in_parallel(todo, threads_, [&](uint32_t node) {
+    const Sample s = store_.resolve(node);  // the version the header is read from
     try {
       // Another node's first chunk when the shared tier has it; else the header bytes alone.
-      std::optional<ImageDims> d = store_.dims_from_shared(store_.resolve(node));
-      tree_.set_dims(node, d ? *d : probe_image(source_, tree_.path(node), tree_.version(node)));
+      std::optional<ImageDims> d = store_.dims_from_shared(s);
+      tree_.set_dims(node, s.version, d ? *d : probe_image(source_, s.path, s.version));
     } catch (const std::exception& e) {
-      spdlog::warn("{}: cannot read its header: {}", tree_.path(node), e.what());
-      tree_.set_dims(node, ImageDims{});
+      spdlog::warn("{}: cannot read its header: {}", s.path, e.what());
+      tree_.set_dims(node, s.version, ImageDims{});
     }
   });
 }

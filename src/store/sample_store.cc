@@ -116,7 +116,7 @@ ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
 
 void SampleStore::note_head(const Sample& s, const ChunkRef& c) {
   const std::span<const uint8_t> head(reinterpret_cast<const uint8_t*>(c->data()), c->size());
-  if (std::optional<ImageDims> d = dims_from_head(head, s.version.size)) tree_.set_dims(s.node, *d);
+  if (std::optional<ImageDims> d = dims_from_head(head, s.version.size)) tree_.set_dims(s.node, s.version, *d);
 }
 
 void SampleStore::probe_head(const Sample& s) {
@@ -130,12 +130,12 @@ void SampleStore::probe_head(const Sample& s) {
   std::optional<ImageDims> d;
   if (c) d = dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
   if (!d) d = s.version.size == 0 ? ImageDims{} : probe_image(source_, s.path, s.version);  // header past chunk 0
-  tree_.set_dims(s.node, *d);
+  tree_.set_dims(s.node, s.version, *d);
   if (!c) return;
   // Now that the index knows what the file is, keep its first chunk as the placement says (an
   // image's: a read usually follows; a file that is no image is not kept for one).
   const Sample known = resolve(s.node);
-  if (!known.is_sample) return;
+  if (!known.is_sample || known.version != s.version) return;  // changed meanwhile: chunk 0 is stale
   const Admission where = admit(known, Form::raw);
   if (where.any() && known.placed) cache_.keep(k, c, Form::raw, where, s.node);
   // Not kept by a tier (not placed there, or its form is at its quota): staged for the read.
@@ -169,11 +169,21 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
   return out;
 }
 
+// s once its header is read (a lazy first mount had not read it yet). The version s names, or
+// EIO: the caller resolved s for a handle (a decoded/ inode names its version), and a
+// revalidation while the header was read must not hand it the new version's bytes.
+Sample SampleStore::probed(const Sample& s) {
+  probe_head(s);
+  const Sample known = resolve(s.node);
+  if (known.version != s.version)
+    throw Error(EIO, "source file " + s.path + " changed while its header was read: open it again");
+  if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
+  return known;
+}
+
 ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   if (!s.dims.known()) {  // a lazy first mount has not read this header yet: read it now
-    probe_head(s);
-    const Sample known = resolve(s.node);
-    if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
+    const Sample known = probed(s);
     return decoded(known, slot);
   }
   renderer_.check_renderable(s);
@@ -192,9 +202,7 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
   if (!s.dims.known()) {
-    probe_head(s);
-    const Sample known = resolve(s.node);
-    if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
+    const Sample known = probed(s);
     return augmented(known, variant, last_serve);
   }
   renderer_.check_renderable(s);

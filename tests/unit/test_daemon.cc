@@ -17,6 +17,7 @@
 #include "prepfs/index/tree.h"
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
+#include "prepfs/source/posix_source.h"
 #include "prepfs/store/render_ahead.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
@@ -26,6 +27,7 @@
 #include "prepfs/transform/pipeline_spec.h"
 #include "prepfs/transform/render.h"
 #include "prepfs/transform/rng.h"
+#include "read_path.h"
 #include "temp_dir.h"
 #include "transform/test_util.h"
 
@@ -658,6 +660,62 @@ TEST(Daemon, AVariantStaysBesideItsPixelsInRamUntilItsLastServe) {
   EXPECT_EQ(ram_variants(), 0u) << "kept after its last serve";
   EXPECT_EQ(load(d.renders().augmented), renders + 1);
   EXPECT_EQ(load(d.renders().from_decoded), from_pixels + 1);
+}
+
+// A directory source that runs a hook after each read: a revalidation between a read and what
+// the reader does with its bytes.
+class AfterReadSource : public Source {
+ public:
+  AfterReadSource(const std::string& root, std::function<void()> hook) : inner_(root), hook_(std::move(hook)) {}
+  std::string identity() const override { return inner_.identity(); }
+  void scan(const Visitor& visit) override { inner_.scan(visit); }
+  SourceStat stat(const std::string& rel) override { return inner_.stat(rel); }
+  std::optional<DirFingerprint> dir_fingerprint(const std::string& rel) override { return inner_.dir_fingerprint(rel); }
+  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) override {
+    const size_t n = inner_.read(rel, expect, off, buf, len);
+    if (hook_) std::exchange(hook_, nullptr)();
+    return n;
+  }
+
+ private:
+  PosixSource inner_;
+  std::function<void()> hook_;
+};
+
+// A lazy mount reads an unprobed image's header when decoded/ first reads it. A revalidation
+// that installs a new version meanwhile used to let that read go on with the new version: a
+// decoded/ inode of the old version got the new image's pixels. Now it is EIO (open it again),
+// and the new version keeps its own dimensions.
+TEST(SampleStore, AFileChangedWhileItsHeaderIsReadIsEioNotTheNewVersion) {
+  test::TempDir d;
+  const std::vector<uint8_t> old_jpeg = xt::encode_jpeg(xt::synthetic_samples(64, 48, 3, 1), 64, 48, 3);
+  const std::vector<uint8_t> new_jpeg = xt::encode_jpeg(xt::synthetic_samples(40, 30, 3, 2), 40, 30, 3);
+  d.write("src/img.jpg", std::string(old_jpeg.begin(), old_jpeg.end()));
+  Tree* tree_ptr = nullptr;
+  uint32_t node = 0;
+  AfterReadSource src(d / "src", [&] {  // once the old version's first chunk is read
+    d.write("src/img.jpg", std::string(new_jpeg.begin(), new_jpeg.end()));
+    Tree::FileState st = tree_ptr->file_state(node);
+    st.version = version_of(PosixSource(d / "src").stat("img.jpg"));
+    st.dims = {40, 30};
+    tree_ptr->set_file_state(node, st);  // as DataFs's revalidation does
+  });
+  Tree tree = Tree::scan(src);
+  tree.set_all_dims(std::vector<ImageDims>(tree.size(), ImageDims::unprobed()));  // a lazy first mount
+  tree_ptr = &tree;
+  node = *tree.lookup(Tree::kRoot, "img.jpg");
+  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+  test::ReadPath rp(src, tree, cache);
+  const Sample old = rp.store.resolve(node);
+  ASSERT_FALSE(old.dims.known());
+  try {
+    const ChunkRef c = rp.store.decoded(old);
+    ADD_FAILURE() << "a read of the old version got " << c->size() << " bytes of the new one";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EIO) << e.what();
+  }
+  EXPECT_EQ(tree.dims(node), (ImageDims{40, 30})) << "the old version's header overwrote the new one's";
+  EXPECT_EQ(rp.store.decoded(rp.store.resolve(node))->size(), rp.config.shapes.decoded_size({40, 30}));
 }
 
 }  // namespace

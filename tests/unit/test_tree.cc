@@ -214,6 +214,29 @@ TEST(Tree, AVersionIsNeverReadHalfUpdated) {
   EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " reads";
 }
 
+// A header read from version A that is recorded after a revalidation installed version B used to
+// write A's whole state back: the tree returned to A (its mode too), or B got A's dimensions.
+TEST(Tree, DimensionsReadFromAnOlderVersionLeaveTheNewOneAlone) {
+  test::TempDir d;
+  d.write("src/f", "x");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  tree.set_all_dims(std::vector<ImageDims>(tree.size(), ImageDims::unprobed()));
+  const uint32_t f = *tree.lookup(Tree::kRoot, "f");
+  const FileVersion a = tree.version(f), b{a.size + 1, a.mtime_ns + 1, a.identity + 1};
+  const Tree::FileState revalidated{b, {32, 24}, S_IFREG | 0600, tree.owner(f)};
+  tree.set_file_state(f, revalidated);  // while A's header was being read
+  tree.set_dims(f, a, {64, 48});        // A's header, recorded late
+  const Tree::FileState now = tree.file_state(f);
+  EXPECT_EQ(now.version, b) << "the revalidation was undone";
+  EXPECT_EQ(now.dims, (ImageDims{32, 24})) << "the new version got the old one's dimensions";
+  EXPECT_EQ(now.mode & 07777, 0600u);
+  EXPECT_EQ(tree.image_count(), 1u);
+  tree.set_dims(f, b, {0, 0});  // its own version's header is recorded
+  EXPECT_EQ(tree.dims(f), (ImageDims{0, 0}));
+  EXPECT_EQ(tree.image_count(), 0u);
+}
+
 TEST(DataFs, AFileReplacedWithTheSameSizeAndMtimeIsNotServed) {
   test::TempDir d;
   make_tree(d);

@@ -78,8 +78,11 @@ class Tree {
   bool probed() const;
   const std::vector<ImageDims>& all_dims() const { return dims_; }
   void set_all_dims(std::vector<ImageDims> d);
-  // Records one file's header; safe while readers run (one atomic 8-byte store).
-  void set_dims(uint32_t id, ImageDims d);
+  // Records one file's header, read from version `of`; safe while readers run. Nothing changes
+  // when the file is at another version by now (a revalidation replaced it while the header was
+  // read): those dimensions are not the new version's, and writing the whole state back would
+  // undo the revalidation.
+  void set_dims(uint32_t id, const FileVersion& of, ImageDims d);
   // Regular files whose header is still to be read (a first mount that probes lazily).
   uint64_t unprobed_count() const;
 
@@ -111,6 +114,7 @@ class Tree {
                          const std::vector<Owner>& owners = {});
 
  private:
+  void store_dims(uint32_t id, ImageDims d);  // under the file's write lock
   std::vector<Node> nodes_;
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
