@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 namespace prepfs {
 namespace {
 
@@ -22,6 +24,7 @@ struct JobKnowledge::Job {
   std::vector<bool> consumed;
   uint64_t cursor = 0;  // first unconsumed position
   bool opportunistic = false;
+  uint64_t active = 0;  // the read clock at its last publish or read: the idlest goes first
   // An opportunistic job needs every pending sample now; "now" is when it published (reset) what
   // it needs, so that all of one epoch's needs rank alike and recency orders them.
   uint64_t needed_since = 0;
@@ -77,12 +80,21 @@ JobKnowledge::JobKnowledge(size_t nodes) : nodes_(nodes), importance_(nodes, std
 JobKnowledge::~JobKnowledge() = default;
 
 JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
-  auto& j = jobs_[name];
-  if (!j) {
-    j = std::make_unique<Job>(name, nodes_);
-    j->needed_since = clock_;
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) {
+    if (jobs_.size() >= kMaxJobs) {
+      auto idlest = std::min_element(jobs_.begin(), jobs_.end(),
+                                     [](const auto& a, const auto& b) { return a.second->active < b.second->active; });
+      spdlog::warn("order: {} jobs known, the most kept; forgetting job {} (idle for {} reads) for job {}", jobs_.size(),
+                   idlest->first, clock_ - idlest->second->active, name);
+      jobs_.erase(idlest);
+      update_future_locked();
+    }
+    it = jobs_.emplace(name, std::make_unique<Job>(name, nodes_)).first;
+    it->second->needed_since = clock_;
   }
-  return *j;
+  it->second->active = clock_;
+  return *it->second;
 }
 
 void JobKnowledge::publish(const std::string& name, const std::vector<Access>& accesses) {
@@ -144,6 +156,7 @@ bool JobKnowledge::note_access(uint32_t node) {
     return false;
   }
   best->consume(node);
+  best->active = clock_;
   if (best->cursor == best->end()) update_future_locked();
   progress_.fetch_add(1, std::memory_order_relaxed);
   return true;

@@ -183,6 +183,27 @@ TEST(JobKnowledge, ReadsConsumeTheClosestJobsAccessAndCursorsAdvance) {
   EXPECT_EQ(k.next_use(4), SampleKnowledge::kNever);
 }
 
+// Each job costs 16 bytes per node: a writer naming ever new jobs (or runs that die without
+// `end`) used to grow the daemon without bound. Beyond kMaxJobs the idlest job is forgotten.
+TEST(JobKnowledge, ANewJobBeyondTheMostForgetsTheIdlest) {
+  JobKnowledge k(100);
+  const size_t most = JobKnowledge::kMaxJobs;
+  for (uint32_t i = 0; i < most; i++) k.publish("j" + std::to_string(i), {{i, Form::raw}});
+  for (uint32_t i = 0; i < most; i++) {
+    if (i == 3) continue;  // every job but j3 reads
+    EXPECT_TRUE(k.note_access(i));
+  }
+  k.publish("new", {{50, Form::raw}});
+  std::vector<std::string> names;
+  for (const JobStatus& j : k.jobs()) names.push_back(j.name);
+  EXPECT_EQ(names.size(), most);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "j3"), 0) << "the idlest job is kept";
+  EXPECT_EQ(std::count(names.begin(), names.end(), "new"), 1);
+  EXPECT_EQ(k.next_use(3), SampleKnowledge::kNever);  // its future went with it
+  for (int i = 0; i < 100; i++) k.set_opportunistic("more" + std::to_string(i), false);
+  EXPECT_EQ(k.jobs().size(), most);
+}
+
 TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   JobKnowledge k(4);
   k.publish("a", {{1, Form::raw}, {2, Form::raw}, {1, Form::raw}, {2, Form::raw}, {1, Form::raw}});

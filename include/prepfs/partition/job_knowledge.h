@@ -53,6 +53,12 @@ struct JobStatus {
 
 class JobKnowledge final : public SampleKnowledge {
  public:
+  // Each job costs 16 bytes per node of the tree (20 MB for ImageNet's 1.28M files), and a job
+  // that dies without `end` is never told apart from a quiet one. So at most this many are
+  // known: a new job beyond it makes the daemon forget the one idle the longest (no publish
+  // and no read of its samples), with a warning.
+  static constexpr size_t kMaxJobs = 16;
+
   explicit JobKnowledge(size_t nodes);
   ~JobKnowledge() override;
 
