@@ -26,18 +26,32 @@ std::string_view trim(std::string_view s) {
 }
 
 // Splits what arrives into whole lines, keeping a partial last line for the next write.
+//
+// A write that fails (a bad line, a line over 1 MiB) ends the handle: what the write had not
+// applied yet is dropped, and later writes on the handle fail at once (open the file again).
+// Kept, its lines would be parsed again with the next write, the ones before the bad line applied
+// a second time, and the buffer would grow with every write.
 class LineSession : public ControlFs::WriteSession {
  public:
   void write(std::string_view data) override {
-    partial_.append(data.data(), data.size());
-    size_t start = 0;
-    for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
-      line(trim(std::string_view(partial_).substr(start, nl - start)));
-    partial_.erase(0, start);
-    if (partial_.size() > (1u << 20)) throw Error(EINVAL, "a line over 1 MiB: not a path");
-    flush();
+    if (failed_) throw Error(EINVAL, std::string(what()) + ": an earlier write on this handle failed; open it again");
+    try {
+      partial_.append(data.data(), data.size());
+      size_t start = 0;
+      for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+        line(trim(std::string_view(partial_).substr(start, nl - start)));
+      partial_.erase(0, start);
+      if (partial_.size() > kMaxLine) throw Error(EINVAL, "a line over 1 MiB: not a path");
+      flush();
+    } catch (...) {
+      failed_ = true;
+      std::string().swap(partial_);
+      discard();
+      throw;
+    }
   }
   void close() override {
+    if (failed_) return;  // its error went to the write that failed
     try {
       if (!trim(partial_).empty()) line(trim(partial_));
       partial_.clear();
@@ -50,6 +64,7 @@ class LineSession : public ControlFs::WriteSession {
  protected:
   virtual void line(std::string_view l) = 0;
   virtual void flush() = 0;  // after each write: apply what the lines gathered
+  virtual void discard() {}  // a write failed: what the lines gathered is not applied
   virtual const char* what() const = 0;
 
   // Unknown names are skipped; the first one is logged, the total at close.
@@ -60,7 +75,9 @@ class LineSession : public ControlFs::WriteSession {
   uint64_t unknown_ = 0;
 
  private:
+  static constexpr size_t kMaxLine = 1u << 20;
   std::string partial_;
+  bool failed_ = false;
 };
 
 class OrderSession final : public LineSession {
@@ -103,6 +120,7 @@ class OrderSession final : public LineSession {
     }
   }
 
+  void discard() override { batch_.clear(); }
   void flush() override {
     if (batch_.empty()) return;
     knowledge_.publish(job_, batch_);
@@ -148,6 +166,7 @@ class ImportanceSession final : public LineSession {
     changed_ = true;
   }
 
+  void discard() override { flush(); }  // each value is in as its line is read: re-rank for them
   void flush() override {
     if (changed_) knowledge_.bump_generation();  // the importance policy re-ranks once per write
     changed_ = false;

@@ -12,8 +12,12 @@
 #include "prepfs/cache/policy.h"
 #include "prepfs/cache/tier_index.h"
 #include "prepfs/common/error.h"
+#include "prepfs/core/image_names.h"
+#include "prepfs/core/job_files.h"
+#include "prepfs/core/view_paths.h"
 #include "prepfs/daemon/daemon.h"
 #include "prepfs/partition/job_knowledge.h"
+#include "prepfs/source/posix_source.h"
 #include "temp_dir.h"
 
 namespace prepfs {
@@ -202,6 +206,51 @@ TEST(JobKnowledge, ANewJobBeyondTheMostForgetsTheIdlest) {
   EXPECT_EQ(k.next_use(3), SampleKnowledge::kNever);  // its future went with it
   for (int i = 0; i < 100; i++) k.set_opportunistic("more" + std::to_string(i), false);
   EXPECT_EQ(k.jobs().size(), most);
+}
+
+// A write to `order` with a bad line used to leave its lines in the handle's buffer: the next
+// write parsed them again (the lines before the bad one published twice, the bad one failing
+// again), and the buffer grew with every write. A failed write now ends the handle.
+TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
+  test::TempDir d;
+  d.write("src/x", "x");
+  d.write("src/y", "y");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  ImageNames names(tree, ".ppm");
+  ViewPaths paths(tree, names);
+  JobKnowledge k(tree.size());
+  auto published = [&](const std::string& job) {
+    for (const JobStatus& j : k.jobs())
+      if (j.name == job) return j.published;
+    return uint64_t(0);
+  };
+  auto order = open_order_session(k, paths, nullptr);
+  EXPECT_THROW(order->write("job a\nraw/x\njob b what\n"), Error);  // line 3 is bad
+  EXPECT_EQ(published("a"), 1u);  // x, before the bad line (a job line publishes what came before)
+  try {
+    order->write("raw/y\n");
+    ADD_FAILURE() << "a write after a failed one was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EINVAL);
+  }
+  order->close();
+  EXPECT_EQ(published("a"), 1u) << "the failed write's lines were parsed again";
+  EXPECT_EQ(k.jobs().size(), 1u);
+
+  // A line that never ends: refused once over 1 MiB, and nothing more is buffered after that.
+  auto endless = open_order_session(k, paths, nullptr);
+  const std::string piece(64 << 10, 'r');
+  int taken = 0;
+  try {
+    for (; taken < 64; taken++) endless->write(piece);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EINVAL);
+  }
+  EXPECT_EQ(taken, 16);  // the 17th piece passes 1 MiB
+  EXPECT_THROW(endless->write("job c\nraw/x\n"), Error);
+  endless->close();
+  EXPECT_EQ(k.jobs().size(), 1u);
 }
 
 TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
