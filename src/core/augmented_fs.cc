@@ -12,11 +12,13 @@
 namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
-                         double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead, bool page_cache)
+                         double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead, bool page_cache,
+                         FileRevalidator* revalidator)
     : tree_(tree),
       store_(store),
       counters_(counters),
       prober_(prober),
+      revalidator_(revalidator),
       ahead_(ahead),
       names_(tree, transform::extension(store.shapes().format)),
       aug_reuse_(std::max(1u, aug_reuse)),
@@ -33,6 +35,7 @@ uint32_t AugmentedFs::node_of(uint64_t ino) const {
 }
 
 Attr AugmentedFs::attr(uint32_t node) const {
+  if (revalidator_) revalidator_->maybe_revalidate(node, false);  // a resized image: another size
   // Every variant's size follows from the header, which a first mount may not have read yet.
   if (prober_ && S_ISREG(tree_.mode(node))) prober_->ensure(node);
   const Tree::FileState state = tree_.file_state(node);
@@ -85,13 +88,20 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   uint32_t node = node_of(ino);
   if (!S_ISREG(tree_.mode(node))) throw Error(EISDIR, "not a regular file");
   bump(counters_.augmented_opens);
+  if (revalidator_) revalidator_->maybe_revalidate(node, false);
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
   const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
   const Sample s = store_.resolve(node);
   store_.note_read(s);  // a job's access (published orders)
   const uint32_t variant = n / aug_reuse_;
-  ChunkRef bytes = store_.augmented(s, variant, last_serve);
+  ChunkRef bytes;
+  try {
+    bytes = store_.augmented(s, variant, last_serve);
+  } catch (const Error&) {
+    if (revalidator_) revalidator_->maybe_revalidate(node, true);  // the source file may have changed
+    throw;
+  }
   // The next open's variant, while the slots are idle. Only after a variant's last serve: before
   // it the next open gets this same variant, just served (and held), and queueing it would only
   // wake the render-ahead thread to find it ready, a context switch per open.

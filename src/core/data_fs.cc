@@ -11,7 +11,6 @@
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
 #include "prepfs/core/dir_listing.h"
-#include "prepfs/index/image_probe.h"
 
 namespace prepfs {
 namespace {
@@ -30,12 +29,15 @@ DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& cou
       invalidations_(invalidations),
       prober_(prober),
       cfg_(cfg),
+      // The new version is a new inode (its number carries the version's tag): lookups after the
+      // entry timeout find it. The old inodes' pages go; their handles read EIO from now on.
+      revalidator_(tree, source, counters, cfg.metadata_ttl,
+                   [this](uint32_t id, const FileVersion& old) {
+                     invalidations_.push(ino_of(kRaw, id, old));
+                     if (names_) invalidations_.push(ino_of(kDecoded, id, old));
+                   }),
       mount_time_ns_(wall_clock_ns()) {
   if (cfg_.image_views) names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
-  if (cfg_.metadata_ttl >= 0) {
-    validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
-    for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
-  }
 }
 
 double DataFs::timeout() const { return cfg_.metadata_ttl < 0 ? kImmutableTimeout : cfg_.metadata_ttl; }
@@ -67,7 +69,7 @@ Attr DataFs::dir_attr(uint64_t ino) const {
 }
 
 Attr DataFs::node_attr(View view, uint32_t id) {
-  maybe_revalidate(id, false);
+  revalidator_.maybe_revalidate(id, false);
   // A decoded/ file's size follows from its header, which a first mount may not have read yet.
   if (view == kDecoded && prober_ && S_ISREG(tree_.mode(id))) prober_->ensure(id);
   const Tree::FileState state = tree_.file_state(id);
@@ -87,36 +89,6 @@ Attr DataFs::node_attr(View view, uint32_t id) {
   a.uid = owner.uid;
   a.gid = owner.gid;
   return a;
-}
-
-void DataFs::maybe_revalidate(uint32_t id, bool force) {
-  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return;
-  // Milliseconds since start, +1 so that 0 means "never validated".
-  int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count() + 1;
-  int64_t last = validated_at_[id].load(std::memory_order_relaxed);
-  if (!force && last != 0 && double(now_ms - last) < cfg_.metadata_ttl * 1000.0) return;
-  validated_at_[id].store(now_ms, std::memory_order_relaxed);
-  bump(counters_.revalidations);
-  std::string path = tree_.path(id);
-  try {
-    SourceStat st = source_.stat(path);
-    FileVersion old = tree_.version(id);
-    const FileVersion now = version_of(st);
-    if (now == old || !S_ISREG(st.mode)) return;
-    // The header again: a resized image has other dimensions, hence other decoded/ and
-    // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
-    // until a later revalidation succeeds.
-    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now), st.mode, st.owner});
-    bump(counters_.changed_files);
-    spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    // The new version is a new inode (its number carries the version's tag): lookups after the
-    // entry timeout find it. The old inodes' pages go; their handles read EIO from now on.
-    invalidations_.push(ino_of(kRaw, id, old));
-    if (names_) invalidations_.push(ino_of(kDecoded, id, old));
-  } catch (const Error& e) {
-    spdlog::warn("revalidating {}: {}", path, e.what());
-  }
 }
 
 Attr DataFs::getattr(uint64_t ino) {
@@ -195,7 +167,7 @@ OpenReply DataFs::open(uint64_t ino, int flags) {
 }
 
 uint64_t DataFs::version_tag(uint32_t id, const FileVersion& v) const {
-  if (!validated_at_ || !S_ISREG(tree_.mode(id))) return 0;  // versions never change
+  if (!revalidator_.enabled() || !S_ISREG(tree_.mode(id))) return 0;  // versions never change
   return XXH3_64bits(&v, sizeof v) & kTagMask;
 }
 
@@ -221,7 +193,7 @@ std::vector<Slice> DataFs::read_decoded(const Sample& s, uint64_t off, size_t si
     c = store_.decoded(s);
   } catch (const Error&) {
     bump(counters_.read_errors);
-    maybe_revalidate(s.node, true);  // as for raw/: the source file may have changed
+    revalidator_.maybe_revalidate(s.node, true);  // as for raw/: the source file may have changed
     throw;
   }
   if (off >= c->size() || size == 0) return {};
@@ -248,7 +220,7 @@ std::vector<Slice> DataFs::read_raw(const Sample& s, uint64_t off, size_t size) 
   } catch (const Error& e) {
     bump(counters_.read_errors);
     spdlog::warn("read {}: {}", s.path, e.what());
-    maybe_revalidate(s.node, true);  // a changed source file shows up here first
+    revalidator_.maybe_revalidate(s.node, true);  // a changed source file shows up here first
     throw;
   }
   bump(counters_.read_bytes, size);

@@ -381,7 +381,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.data_fs = std::make_unique<DataFs>(*p.tree, *p.source, *p.store, p.views, p.invalidations, dc, p.prober.get());
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
   p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
-                                                 p.prober.get(), p.render_ahead.get(), opts.aug_page_cache);
+                                                 p.prober.get(), p.render_ahead.get(), opts.aug_page_cache,
+                                                 &p.data_fs->revalidator());
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {

@@ -718,5 +718,30 @@ TEST(SampleStore, AFileChangedWhileItsHeaderIsReadIsEioNotTheNewVersion) {
   EXPECT_EQ(rp.store.decoded(rp.store.resolve(node))->size(), rp.config.shapes.decoded_size({40, 30}));
 }
 
+// Under metadata_ttl, augmented/ used to trust the index for good: only raw/ and decoded/
+// revalidated, so an augmented-only job kept getting variants of the old image (or EIO on every
+// open) after its source file changed.
+TEST(Daemon, AugmentedRevalidatesAChangedSourceFile) {
+  Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,metadata_ttl=0");
+  Daemon d(rig.opts);
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  const auto& [path, jpeg] = rig.images[0];
+  const std::string ppm = path.substr(0, path.size() - 4) + ".ppm";
+  auto variant = [&](const std::vector<uint8_t>& from, uint32_t k) {
+    transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, k);
+    return str(transform::render_augmented(from, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts)));
+  };
+  Filesystem& aug = d.augmented_fs();
+  EXPECT_EQ(read_file(aug, walk(aug, 1, ppm)), variant(jpeg, 0));
+  // A grayscale image now: its variants have another size too.
+  const std::vector<uint8_t> changed = xt::encode_jpeg(xt::synthetic_samples(80, 60, 1, 99), 80, 60, 1);
+  rig.dir.write("src/" + path, std::string(changed.begin(), changed.end()));
+  const uint64_t ino = walk(aug, 1, ppm);
+  const std::string now = variant(changed, 1);
+  EXPECT_EQ(aug.getattr(ino).size, now.size());
+  EXPECT_EQ(read_file(aug, ino), now) << "an open served the old image's variant";
+  EXPECT_EQ(load(d.views().changed_files), 1u);
+}
+
 }  // namespace
 }  // namespace prepfs

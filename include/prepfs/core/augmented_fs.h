@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "prepfs/common/stats.h"
+#include "prepfs/core/file_revalidator.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
 #include "prepfs/core/open_snapshots.h"
@@ -32,9 +33,12 @@ class AugmentedFs final : public Filesystem {
   // prober (may be null: every header known) reads the headers a first mount did not wait for.
   // ahead (may be null: off) renders a file's next variant after each serve.
   // page_cache: let the kernel's page cache serve a variant's reads (see above).
+  // revalidator (may be null: an immutable source) checks a file's source version on lookups,
+  // getattrs and opens under metadata_ttl, as raw/ and decoded/ do: an augmented-only job would
+  // otherwise never see a changed file (old variants, or EIO on every open).
   AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
               Owner unowned = {}, HeaderProber* prober = nullptr, RenderAhead* ahead = nullptr,
-              bool page_cache = true);
+              bool page_cache = true, FileRevalidator* revalidator = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -60,6 +64,7 @@ class AugmentedFs final : public Filesystem {
   SampleStore& store_;
   ViewCounters& counters_;
   HeaderProber* prober_;
+  FileRevalidator* revalidator_;
   RenderAhead* ahead_;
   ImageNames names_;
   unsigned aug_reuse_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "prepfs/common/stats.h"
+#include "prepfs/core/file_revalidator.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
 #include "prepfs/core/invalidations.h"
@@ -60,6 +61,8 @@ class DataFs final : public Filesystem {
   FsStat statfs() override;
 
   const Tree& tree() const { return tree_; }
+  // The mount's revalidation (metadata_ttl), which augmented/ shares.
+  FileRevalidator& revalidator() { return revalidator_; }
   enum View : uint64_t { kRaw = 1, kDecoded = 2 };
 
  private:
@@ -80,7 +83,6 @@ class DataFs final : public Filesystem {
   std::vector<Slice> read_raw(const Sample& s, uint64_t off, size_t size);
   std::vector<Slice> read_decoded(const Sample& s, uint64_t off, size_t size);
   Attr dir_attr(uint64_t ino) const;
-  void maybe_revalidate(uint32_t id, bool force);
   double timeout() const;
 
   Tree& tree_;
@@ -91,8 +93,7 @@ class DataFs final : public Filesystem {
   HeaderProber* prober_;
   std::unique_ptr<ImageNames> names_;  // null without image views
   DataFsConfig cfg_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::unique_ptr<std::atomic<int64_t>[]> validated_at_;  // ms since start_ (+1), only with a TTL
+  FileRevalidator revalidator_;
   int64_t mount_time_ns_;
 };
 

@@ -1,0 +1,41 @@
+// Revalidation under metadata_ttl, for every view: is a file's source version still the one the
+// tree holds? Checked at most once per TTL per file (at once after a read error). A changed file
+// gets its new version, mode, owner and header in the tree, and `changed` is told its old
+// version (raw/ and decoded/ push the inodes whose kernel pages must go). Without a TTL (an
+// immutable source) it does nothing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "prepfs/common/stats.h"
+#include "prepfs/index/tree.h"
+#include "prepfs/source/source.h"
+
+namespace prepfs {
+
+class FileRevalidator {
+ public:
+  using Changed = std::function<void(uint32_t node, const FileVersion& old)>;
+  // metadata_ttl: seconds; < 0: the source is immutable, never revalidate.
+  FileRevalidator(Tree& tree, Source& source, ViewCounters& counters, double metadata_ttl, Changed changed = nullptr);
+
+  bool enabled() const { return validated_at_ != nullptr; }
+  // A stat of the source when the file's TTL has run out, or `force`; errors are logged (the
+  // tree keeps the old version, and reads of it answer EIO until a later check succeeds).
+  void maybe_revalidate(uint32_t node, bool force);
+
+ private:
+  Tree& tree_;
+  Source& source_;
+  ViewCounters& counters_;
+  const double ttl_;
+  const Changed changed_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<std::atomic<int64_t>[]> validated_at_;  // ms since start_ (+1), only with a TTL
+};
+
+}  // namespace prepfs
