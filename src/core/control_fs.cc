@@ -1,6 +1,7 @@
 #include "prepfs/core/control_fs.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -8,9 +9,13 @@
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/fs_util.h"
+#include "prepfs/common/log_limiter.h"
 #include "prepfs/core/dir_listing.h"
 
 namespace prepfs {
+namespace {
+LogLimiter g_bad_write_log;
+}  // namespace
 
 ControlFs::ControlFs(std::vector<File> files) : files_(std::move(files)) {}
 
@@ -75,12 +80,15 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY) writable(ino);  // EROFS for a read-only file
   // A handle opened for writing only reads nothing: no snapshot to render.
   auto snapshot = std::make_shared<const std::string>((flags & O_ACCMODE) == O_WRONLY ? std::string() : contents(f));
+  // Made before the handle, which must not outlive a session that failed to start.
+  std::shared_ptr<WriteSession> session;
+  if (f.session && (flags & O_ACCMODE) != O_RDONLY) session = f.session();
   OpenReply r;
   r.fh = open_.add(snapshot, snapshot->data(), snapshot->size());
   r.direct_io = true;
-  if (f.session && (flags & O_ACCMODE) != O_RDONLY) {
+  if (session) {
     std::lock_guard lock(sessions_mu_);
-    sessions_[r.fh] = f.session();
+    sessions_[r.fh] = std::move(session);
   }
   return r;
 }
@@ -92,17 +100,22 @@ std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t s
 size_t ControlFs::write(uint64_t ino, uint64_t fh, uint64_t, std::string_view data) {
   const File& f = writable(ino);
   open_.check(fh);
+  std::shared_ptr<WriteSession> session;
   if (f.session) {
-    std::shared_ptr<WriteSession> session;
-    {
-      std::lock_guard lock(sessions_mu_);
-      auto it = sessions_.find(fh);
-      if (it == sessions_.end()) throw Error(EBADF, "control file " + f.name + " was not opened for writing");
-      session = it->second;
-    }
-    session->write(data);
-  } else {
-    f.write(data);
+    std::lock_guard lock(sessions_mu_);
+    auto it = sessions_.find(fh);
+    if (it == sessions_.end()) throw Error(EBADF, "control file " + f.name + " was not opened for writing");
+    session = it->second;
+  }
+  try {
+    if (session)
+      session->write(data);
+    else
+      f.write(data);
+  } catch (const Error& e) {
+    // The writer sees only the errno (EINVAL): the reason goes to the log.
+    if (g_bad_write_log.allow()) spdlog::warn("control file {}: {}", f.name, e.what());
+    throw;
   }
   return data.size();
 }

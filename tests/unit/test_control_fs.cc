@@ -36,6 +36,22 @@ struct Fixture : ::testing::Test {
   uint64_t ino(const char* name) { return fs.lookup(1, name).ino; }
 };
 
+// A write session that cannot start (its file's state is unreadable, say) fails the open, and the
+// handle it had been given went with it: it used to stay in the table for good.
+TEST(ControlFs, AnOpenWhoseSessionCannotStartKeepsNoHandle) {
+  ControlFs fs{{
+      {"stats", [] { return std::string("s"); }},
+      {"order", nullptr, nullptr,
+       []() -> std::unique_ptr<ControlFs::WriteSession> { throw Error(EIO, "cannot start"); }},
+  }};
+  const uint64_t stats = fs.lookup(1, "stats").ino, order = fs.lookup(1, "order").ino;
+  const uint64_t before = fs.open(stats, O_RDONLY).fh;
+  EXPECT_EQ(err_of([&] { fs.open(order, O_WRONLY); }), EIO);
+  const uint64_t after = fs.open(stats, O_RDONLY).fh;
+  // Handles are numbered in turn: the failed open took none.
+  EXPECT_EQ(after, before + 1) << "the failed open's handle was kept";
+}
+
 TEST_F(Fixture, ModesSayWhatIsWritable) {
   EXPECT_EQ(fs.getattr(ino("stats")).mode, S_IFREG | 0444u);
   EXPECT_EQ(fs.getattr(ino("evict")).mode, S_IFREG | 0200u);
