@@ -48,7 +48,7 @@ Attr ControlFs::getattr(uint64_t ino) {
   }
   const File& f = file(ino);
   a.mode = mode_of(f);
-  a.size = contents(f).size();  // exact for a reader that stats, then opens at once
+  a.size = f.sized ? contents(f).size() : 0;  // exact for a reader that stats, then opens at once
   return a;
 }
 

@@ -427,8 +427,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
        }},
       {"plan.json", [&p] { return p.planner->report_json(); }},
       {"evict", nullptr, [this](std::string_view) { evict_all(); }},
-      {"samples", [&p] { return render_samples(p.samples(), *p.tree, *p.view_paths); }},
-      {"resident", [&p] { return render_resident(p.samples(), p.cache->residency()); }},
+      // Both need every header read first (minutes on a lazy first mount of a large dataset), and
+      // `samples` is about 100 bytes a file: a stat or `ls -l` must not render them.
+      {"samples", [&p] { return render_samples(p.samples(), *p.tree, *p.view_paths); }, nullptr, nullptr, false},
+      {"resident", [&p] { return render_resident(p.samples(), p.cache->residency()); }, nullptr, nullptr, false},
       {"order", nullptr, nullptr,
        [&p] {
          return open_order_session(*p.knowledge, *p.view_paths, [&p] {

@@ -36,6 +36,22 @@ struct Fixture : ::testing::Test {
   uint64_t ino(const char* name) { return fs.lookup(1, name).ino; }
 };
 
+// A file slow to render (every sample's path, once every header is read) shows size 0: a lookup,
+// a getattr and an open used to render it three times, and a stat waited for every header.
+TEST(ControlFs, AnUnsizedFileRendersOnlyWhenOpened) {
+  int renders = 0;
+  ControlFs fs{{{"samples", [&] { return std::string(100, char('a' + renders++)); }, nullptr, nullptr, false}}};
+  const uint64_t ino = fs.lookup(1, "samples").ino;
+  EXPECT_EQ(fs.getattr(ino).size, 0u);
+  const OpenReply h = fs.open(ino, O_RDONLY);
+  EXPECT_EQ(renders, 1) << "a lookup or a getattr rendered it";
+  const auto got = fs.read(ino, h.fh, 0, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(std::string(got[0].data, got[0].len), std::string(100, 'a'));
+  EXPECT_TRUE(h.direct_io);
+  fs.release(ino, h.fh);
+}
+
 // A write session that cannot start (its file's state is unreadable, say) fails the open, and the
 // handle it had been given went with it: it used to stay in the table for good.
 TEST(ControlFs, AnOpenWhoseSessionCannotStartKeepsNoHandle) {

@@ -38,6 +38,9 @@ class ControlFs final : public Filesystem {
     Render render;          // null: the file reads as empty
     Write write = nullptr;  // null: read-only (EROFS), unless `session` is set
     OpenSession session = nullptr;
+    // Its size is shown (each stat renders it). Off for a file that is slow to render: it shows
+    // size 0, as /proc files do, and its readers read to the end (the handles are direct_io).
+    bool sized = true;
   };
   explicit ControlFs(std::vector<File> files);
 
