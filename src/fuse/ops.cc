@@ -46,8 +46,11 @@ struct stat to_stat(fuse_req_t req, const Attr& a) {
   st.st_size = static_cast<off_t>(a.size);
   st.st_blksize = 4096;
   st.st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
-  st.st_mtim.tv_sec = a.mtime_ns / 1'000'000'000;
-  st.st_mtim.tv_nsec = a.mtime_ns % 1'000'000'000;
+  // Floored: a time before 1970 has a negative second and a nanosecond part in [0, 1e9).
+  const int64_t ns = a.mtime_ns % 1'000'000'000 < 0 ? a.mtime_ns % 1'000'000'000 + 1'000'000'000
+                                                    : a.mtime_ns % 1'000'000'000;
+  st.st_mtim.tv_sec = (a.mtime_ns - ns) / 1'000'000'000;
+  st.st_mtim.tv_nsec = ns;
   st.st_atim = st.st_mtim;
   st.st_ctim = st.st_mtim;
   return st;

@@ -44,6 +44,21 @@ def test_every_entry_mirrors_the_source(env):
         assert set(os.listdir(fs.mnt)) == {"raw", "decoded", "augmented", ".prepfs"}
 
 
+def test_a_file_from_before_1970_keeps_its_mtime(tmp_path):
+    """A negative time used to reach the kernel with a negative nanosecond part."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "mnt").mkdir()
+    (src / "old.txt").write_bytes(b"old")
+    t = -10 * 365 * 86400 * 10**9 + 250_000_000  # 1960, and a quarter of a second
+    os.utime(src / "old.txt", ns=(t, t))
+    assert os.stat(src / "old.txt").st_mtime_ns == t
+    with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        assert os.stat(fs.raw("old.txt")).st_mtime_ns == t
+        with open(fs.raw("old.txt"), "rb") as f:
+            assert f.read() == b"old"
+
+
 def test_multi_gib_sparse_file(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
