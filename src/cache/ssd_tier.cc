@@ -149,23 +149,27 @@ void SsdTier::set_budget(uint64_t budget, Names* gone) {
 }
 
 void SsdTier::unlink_all(const Names& names) {
-  if (names.empty()) return;
   for (const auto& [key, name] : names) {
     if (opts_.before_unlink) opts_.before_unlink(key);
     dir_.unlink_entry(key, name);
-  }
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [key, name] : names) {
+    // Counted down file by file, not once the batch is done: a writer waiting for this key
+    // waits for its own file, not for a whole evict's worth of unlinks.
+    bool last = false;
+    {
+      std::lock_guard lock(mu_);
       auto it = unlinking_.find(key);
-      if (it != unlinking_.end() && --it->second == 0) unlinking_.erase(it);
+      if (it != unlinking_.end() && --it->second == 0) {
+        unlinking_.erase(it);
+        last = true;
+      }
     }
+    if (last) unlinked_cv_.notify_all();
   }
-  unlinked_cv_.notify_all();
 }
 
 void SsdTier::wait_for_unlinks(const CacheKey& key) {
-  // Bounded by the unlinks already under way (a few syscalls): a pending key gets no new ones.
+  // Bounded by the unlinks of this key's files already under way (one or two syscalls, each
+  // counted down as soon as it is done): a pending key gets no new ones.
   std::unique_lock lock(mu_);
   unlinked_cv_.wait(lock, [&] { return unlinking_.count(key) == 0; });
 }
