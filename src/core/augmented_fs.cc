@@ -13,7 +13,7 @@ namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
                          double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead, bool page_cache,
-                         FileRevalidator* revalidator)
+                         FileRevalidator* revalidator, Invalidations* invalidations)
     : tree_(tree),
       store_(store),
       counters_(counters),
@@ -27,6 +27,8 @@ AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& cou
       opens_(new std::atomic<uint32_t>[tree.size()]),
       pages_(page_cache ? std::make_unique<VariantPages>(tree.size()) : nullptr) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
+  if (revalidator_ && invalidations)
+    revalidator_->on_change([invalidations](uint32_t node, const FileVersion&) { invalidations->push(node + 1); });
 }
 
 uint32_t AugmentedFs::node_of(uint64_t ino) const {

@@ -29,15 +29,15 @@ DataFs::DataFs(Tree& tree, Source& source, SampleStore& store, ViewCounters& cou
       invalidations_(invalidations),
       prober_(prober),
       cfg_(cfg),
-      // The new version is a new inode (its number carries the version's tag): lookups after the
-      // entry timeout find it. The old inodes' pages go; their handles read EIO from now on.
-      revalidator_(tree, source, counters, cfg.metadata_ttl,
-                   [this](uint32_t id, const FileVersion& old) {
-                     invalidations_.push(ino_of(kRaw, id, old));
-                     if (names_) invalidations_.push(ino_of(kDecoded, id, old));
-                   }),
+      revalidator_(tree, source, counters, cfg.metadata_ttl),
       mount_time_ns_(wall_clock_ns()) {
   if (cfg_.image_views) names_ = std::make_unique<ImageNames>(tree_, transform::extension(store_.shapes().format));
+  // The new version is a new inode (its number carries the version's tag): lookups after the
+  // entry timeout find it. The old inodes' pages go; their handles read EIO from now on.
+  revalidator_.on_change([this](uint32_t id, const FileVersion& old) {
+    invalidations_.push(ino_of(kRaw, id, old));
+    if (names_) invalidations_.push(ino_of(kDecoded, id, old));
+  });
 }
 
 double DataFs::timeout() const { return cfg_.metadata_ttl < 0 ? kImmutableTimeout : cfg_.metadata_ttl; }

@@ -8,12 +8,16 @@
 
 namespace prepfs {
 
-FileRevalidator::FileRevalidator(Tree& tree, Source& source, ViewCounters& counters, double metadata_ttl,
-                                 Changed changed)
-    : tree_(tree), source_(source), counters_(counters), ttl_(metadata_ttl), changed_(std::move(changed)) {
+FileRevalidator::FileRevalidator(Tree& tree, Source& source, ViewCounters& counters, double metadata_ttl)
+    : tree_(tree), source_(source), counters_(counters), ttl_(metadata_ttl) {
   if (ttl_ < 0) return;
   validated_at_.reset(new std::atomic<int64_t>[tree_.size()]);
   for (size_t i = 0; i < tree_.size(); i++) validated_at_[i].store(0, std::memory_order_relaxed);
+}
+
+void FileRevalidator::on_change(Changed changed) {
+  std::lock_guard lock(listeners_mu_);
+  listeners_.push_back(std::move(changed));
 }
 
 void FileRevalidator::maybe_revalidate(uint32_t id, bool force) {
@@ -37,7 +41,8 @@ void FileRevalidator::maybe_revalidate(uint32_t id, bool force) {
     tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now), st.mode, st.owner});
     bump(counters_.changed_files);
     spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    if (changed_) changed_(id, old);
+    std::lock_guard lock(listeners_mu_);
+    for (const Changed& changed : listeners_) changed(id, old);
   } catch (const Error& e) {
     spdlog::warn("revalidating {}: {}", path, e.what());
   }

@@ -219,6 +219,7 @@ struct Daemon::Parts {
   RenderAheadCounters ahead_counters;
   ReplyCounters replies;  // filled by the front door's data sessions, read by the profiler
   Invalidations invalidations;
+  Invalidations augmented_invalidations;  // the augmented session's
   std::unique_ptr<Placer> placer;
   std::unique_ptr<Renderer> renderer;
   std::unique_ptr<CpuAutoscaler> cpu;  // the renderer's slot count (cpu=auto), and its report
@@ -382,7 +383,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
   p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
                                                  p.prober.get(), p.render_ahead.get(), opts.aug_page_cache,
-                                                 &p.data_fs->revalidator());
+                                                 &p.data_fs->revalidator(), &p.augmented_invalidations);
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -480,6 +481,7 @@ Filesystem& Daemon::main_fs() { return *p_->data_fs; }
 Filesystem& Daemon::augmented_fs() { return *p_->augmented_fs; }
 Filesystem& Daemon::control_fs() { return *p_->control_fs; }
 Invalidations& Daemon::invalidations() { return p_->invalidations; }
+Invalidations& Daemon::augmented_invalidations() { return p_->augmented_invalidations; }
 ReplyCounters& Daemon::replies() { return p_->replies; }
 std::string Daemon::metrics_text() { return render_metrics(p_->stats_sources()); }
 std::string Daemon::stats_json() { return render_stats_json(p_->stats_sources()); }

@@ -59,6 +59,7 @@ class ThreeSessions final : public Mount {
     aug_cfg.fsname = opts.source + ":augmented";
     aug_cfg.skip_open = false;  // every open picks the next variant
     aug_cfg.exit_on_unmount = false;
+    aug_cfg.invalidations = &d.augmented_invalidations();
     augmented_ = std::make_unique<FuseSession>(d.augmented_fs(), aug_cfg);
 
     SessionConfig ctl_cfg = aug_cfg;
@@ -66,6 +67,7 @@ class ThreeSessions final : public Mount {
     ctl_cfg.fsname = "prepfs-control";
     ctl_cfg.max_threads = 4;
     ctl_cfg.reply_counters = nullptr;  // control files are not samples: no copy bandwidth from them
+    ctl_cfg.invalidations = nullptr;   // augmented/'s queue is its own
     ctl_cfg.negative_timeout = 0;
     ctl_cfg.read_only = false;  // its command files (evict) take writes; the rest answers EROFS
     control_ = std::make_unique<FuseSession>(d.control_fs(), ctl_cfg);

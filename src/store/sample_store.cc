@@ -169,13 +169,14 @@ JpegBytes SampleStore::jpeg(const Sample& s) {
   return out;
 }
 
-// s once its header is read (a lazy first mount had not read it yet). The version s names, or
-// EIO: the caller resolved s for a handle (a decoded/ inode names its version), and a
-// revalidation while the header was read must not hand it the new version's bytes.
-Sample SampleStore::probed(const Sample& s) {
+// s once its header is read (a lazy first mount had not read it yet). `same_version`: the version
+// s names, or EIO. A decoded/ read needs that (its inode names a version, and a revalidation while
+// the header was read must not hand it the new version's bytes); an augmented/ open does not (its
+// inode names no version: it serves whatever the file is now).
+Sample SampleStore::probed(const Sample& s, bool same_version) {
   probe_head(s);
   const Sample known = resolve(s.node);
-  if (known.version != s.version)
+  if (same_version && known.version != s.version)
     throw Error(EIO, "source file " + s.path + " changed while its header was read: open it again");
   if (!known.dims.known()) throw Error(EIO, s.path + ": its header could not be read");
   return known;
@@ -183,7 +184,7 @@ Sample SampleStore::probed(const Sample& s) {
 
 ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   if (!s.dims.known()) {  // a lazy first mount has not read this header yet: read it now
-    const Sample known = probed(s);
+    const Sample known = probed(s, true);
     return decoded(known, slot);
   }
   renderer_.check_renderable(s);
@@ -202,7 +203,7 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
   if (!s.dims.known()) {
-    const Sample known = probed(s);
+    const Sample known = probed(s, false);
     return augmented(known, variant, last_serve);
   }
   renderer_.check_renderable(s);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -682,40 +683,48 @@ class AfterReadSource : public Source {
   std::function<void()> hook_;
 };
 
-// A lazy mount reads an unprobed image's header when decoded/ first reads it. A revalidation
-// that installs a new version meanwhile used to let that read go on with the new version: a
-// decoded/ inode of the old version got the new image's pixels. Now it is EIO (open it again),
-// and the new version keeps its own dimensions.
-TEST(SampleStore, AFileChangedWhileItsHeaderIsReadIsEioNotTheNewVersion) {
-  test::TempDir d;
-  const std::vector<uint8_t> old_jpeg = xt::encode_jpeg(xt::synthetic_samples(64, 48, 3, 1), 64, 48, 3);
-  const std::vector<uint8_t> new_jpeg = xt::encode_jpeg(xt::synthetic_samples(40, 30, 3, 2), 40, 30, 3);
-  d.write("src/img.jpg", std::string(old_jpeg.begin(), old_jpeg.end()));
-  Tree* tree_ptr = nullptr;
-  uint32_t node = 0;
-  AfterReadSource src(d / "src", [&] {  // once the old version's first chunk is read
-    d.write("src/img.jpg", std::string(new_jpeg.begin(), new_jpeg.end()));
-    Tree::FileState st = tree_ptr->file_state(node);
-    st.version = version_of(PosixSource(d / "src").stat("img.jpg"));
-    st.dims = {40, 30};
-    tree_ptr->set_file_state(node, st);  // as DataFs's revalidation does
-  });
-  Tree tree = Tree::scan(src);
-  tree.set_all_dims(std::vector<ImageDims>(tree.size(), ImageDims::unprobed()));  // a lazy first mount
-  tree_ptr = &tree;
-  node = *tree.lookup(Tree::kRoot, "img.jpg");
-  TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
-  test::ReadPath rp(src, tree, cache);
-  const Sample old = rp.store.resolve(node);
-  ASSERT_FALSE(old.dims.known());
-  try {
-    const ChunkRef c = rp.store.decoded(old);
-    ADD_FAILURE() << "a read of the old version got " << c->size() << " bytes of the new one";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.err(), EIO) << e.what();
+// A lazy mount reads an unprobed image's header when decoded/ or augmented/ first reads it. A
+// revalidation that installs a new version meanwhile used to let that read go on with the new
+// version: a decoded/ inode of the old version got the new image's pixels. Now decoded/ answers
+// EIO (open it again), augmented/ (whose inodes name no version) serves the new version, and the
+// new version keeps its own dimensions.
+TEST(SampleStore, AFileChangedWhileItsHeaderIsReadIsEioInDecodedAndNewInAugmented) {
+  for (const Form form : {Form::decoded, Form::augmented}) {
+    SCOPED_TRACE(form_name(form));
+    test::TempDir d;
+    const std::vector<uint8_t> old_jpeg = xt::encode_jpeg(xt::synthetic_samples(64, 48, 3, 1), 64, 48, 3);
+    const std::vector<uint8_t> new_jpeg = xt::encode_jpeg(xt::synthetic_samples(40, 30, 3, 2), 40, 30, 3);
+    d.write("src/img.jpg", std::string(old_jpeg.begin(), old_jpeg.end()));
+    Tree* tree_ptr = nullptr;
+    uint32_t node = 0;
+    AfterReadSource src(d / "src", [&] {  // once the old version's first chunk is read
+      d.write("src/img.jpg", std::string(new_jpeg.begin(), new_jpeg.end()));
+      Tree::FileState st = tree_ptr->file_state(node);
+      st.version = version_of(PosixSource(d / "src").stat("img.jpg"));
+      st.dims = {40, 30};
+      tree_ptr->set_file_state(node, st);  // as the revalidation does
+    });
+    Tree tree = Tree::scan(src);
+    tree.set_all_dims(std::vector<ImageDims>(tree.size(), ImageDims::unprobed()));  // a lazy first mount
+    tree_ptr = &tree;
+    node = *tree.lookup(Tree::kRoot, "img.jpg");
+    TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+    test::ReadPath rp(src, tree, cache);
+    const Sample old = rp.store.resolve(node);
+    ASSERT_FALSE(old.dims.known());
+    if (form == Form::decoded) {
+      try {
+        const ChunkRef c = rp.store.decoded(old);
+        ADD_FAILURE() << "a read of the old version got " << c->size() << " bytes of the new one";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.err(), EIO) << e.what();
+      }
+      EXPECT_EQ(rp.store.decoded(rp.store.resolve(node))->size(), rp.config.shapes.decoded_size({40, 30}));
+    } else {
+      EXPECT_EQ(rp.store.augmented(old, 0, true)->size(), rp.config.shapes.augmented_size({40, 30}));
+    }
+    EXPECT_EQ(tree.dims(node), (ImageDims{40, 30})) << "the old version's header overwrote the new one's";
   }
-  EXPECT_EQ(tree.dims(node), (ImageDims{40, 30})) << "the old version's header overwrote the new one's";
-  EXPECT_EQ(rp.store.decoded(rp.store.resolve(node))->size(), rp.config.shapes.decoded_size({40, 30}));
 }
 
 // Under metadata_ttl, augmented/ used to trust the index for good: only raw/ and decoded/
@@ -741,6 +750,9 @@ TEST(Daemon, AugmentedRevalidatesAChangedSourceFile) {
   EXPECT_EQ(aug.getattr(ino).size, now.size());
   EXPECT_EQ(read_file(aug, ino), now) << "an open served the old image's variant";
   EXPECT_EQ(load(d.views().changed_files), 1u);
+  // The kernel's attributes of the augmented inode go too (its size may differ now).
+  const std::vector<uint64_t> dropped = d.augmented_invalidations().wait(std::chrono::milliseconds(0));
+  EXPECT_EQ(std::count(dropped.begin(), dropped.end(), ino), 1) << "the augmented inode kept its old attributes";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "prepfs/core/file_revalidator.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/image_names.h"
+#include "prepfs/core/invalidations.h"
 #include "prepfs/core/open_snapshots.h"
 #include "prepfs/core/variant_pages.h"
 #include "prepfs/index/tree.h"
@@ -35,10 +36,12 @@ class AugmentedFs final : public Filesystem {
   // page_cache: let the kernel's page cache serve a variant's reads (see above).
   // revalidator (may be null: an immutable source) checks a file's source version on lookups,
   // getattrs and opens under metadata_ttl, as raw/ and decoded/ do: an augmented-only job would
-  // otherwise never see a changed file (old variants, or EIO on every open).
+  // otherwise never see a changed file (old variants, or EIO on every open). A changed file's
+  // inode goes to `invalidations` (this session's): the kernel's size of it may be another now.
   AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
               Owner unowned = {}, HeaderProber* prober = nullptr, RenderAhead* ahead = nullptr,
-              bool page_cache = true, FileRevalidator* revalidator = nullptr);
+              bool page_cache = true, FileRevalidator* revalidator = nullptr,
+              Invalidations* invalidations = nullptr);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;

@@ -42,6 +42,7 @@ class Daemon {
   Filesystem& control_fs();
   // Inodes of the main tree whose kernel pages must be dropped (drained by the front door).
   Invalidations& invalidations();
+  Invalidations& augmented_invalidations();  // augmented/'s inodes (their sizes follow the header)
   // The front door times its read replies into these (the profiler's copy bandwidth).
   ReplyCounters& replies();
 

@@ -118,7 +118,7 @@ class SampleStore {
   const Tree& tree() const { return tree_; }
 
  private:
-  Sample probed(const Sample& s);  // s with its header read, at the same version (else EIO)
+  Sample probed(const Sample& s, bool same_version);  // s with its header read (see the .cc)
   CacheKey key(const Sample& s, Form form, uint32_t variant, uint64_t chunk) const;
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
   JpegBytes jpeg(const Sample& s);
