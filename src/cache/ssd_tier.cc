@@ -89,7 +89,7 @@ void SsdTier::load_existing() {
       to_unlink(f.name.key, entry_name(f.name.key, f.name.form, f.name.spare), &junk);
       continue;
     }
-    names_[f.name.key] = f.name;
+    names_[f.name.key] = Named{f.name, 0};
   }
   unlink_all(junk);
   unlink_all(gone);
@@ -102,7 +102,7 @@ void SsdTier::collect(const std::vector<CacheKey>& evicted, Names* gone) {
   for (const CacheKey& k : evicted) {
     auto it = names_.find(k);
     if (it == names_.end()) continue;
-    to_unlink(k, entry_name(k, it->second.form, it->second.spare), gone);
+    to_unlink(k, entry_name(k, it->second.name.form, it->second.name.spare), gone);
     names_.erase(it);
   }
   bump(counters_.evictions, evicted.size());
@@ -132,7 +132,7 @@ void SsdTier::forget(const CacheKey& key, Names* gone) {
   spare_.remove(key);
   auto it = names_.find(key);
   if (it == names_.end()) return;
-  to_unlink(key, entry_name(key, it->second.form, it->second.spare), gone);
+  to_unlink(key, entry_name(key, it->second.name.form, it->second.name.spare), gone);
   names_.erase(it);
 }
 
@@ -171,11 +171,18 @@ void SsdTier::wait_for_unlinks(const CacheKey& key) {
   // Bounded by the unlinks of this key's files already under way (one or two syscalls, each
   // counted down as soon as it is done): a pending key gets no new ones.
   std::unique_lock lock(mu_);
+  if (unlinking_.count(key) == 0) return;
+  if (opts_.waits_for_unlink) {
+    lock.unlock();
+    opts_.waits_for_unlink(key);
+    lock.lock();
+  }
   unlinked_cv_.wait(lock, [&] { return unlinking_.count(key) == 0; });
 }
 
 ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   EntryName name;
+  uint64_t write = 0;
   {
     std::lock_guard lock(mu_);
     auto it = names_.find(key);
@@ -183,17 +190,21 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
       bump(counters_.misses);
       return nullptr;
     }
-    name = it->second;
+    name = it->second.name;
+    write = it->second.write;
     (name.spare ? spare_ : planned_).touch(key);
     (name.spare ? spare_ : planned_).adopt(key, sample);
   }
   const std::string file = entry_name(key, name.form, name.spare);
-  // Drops the entry unless it was rewritten meanwhile (then the new write owns the name).
+  // Drops the entry this read found, not one the key got since (an erase, then a new write of
+  // the same name, may come between the lookup and the open: that write owns the name now).
   auto drop = [&] {
+    if (opts_.before_drop) opts_.before_drop(key);
     Names gone;
     {
       std::lock_guard lock(mu_);
-      if (!pending_.count(key)) forget(key, &gone);
+      auto it = names_.find(key);
+      if (it != names_.end() && it->second.write == write) forget(key, &gone);
     }
     unlink_all(gone);
   };
@@ -342,14 +353,14 @@ void SsdTier::write_entry(const Job& job) {
     settled_ = job.taken;  // from here on the job is pending (admitted) or done with
     if (doomed_.erase(job.key)) return;
     auto it = names_.find(job.key);
-    if (it != names_.end() && (job.spare || !it->second.spare)) return;  // already there
+    if (it != names_.end() && (job.spare || !it->second.name.spare)) return;  // already there
     // Space is reserved before the write so the files on disk never exceed the budget. A planned
     // entry replaces a spare copy of the same key (written anew: the spare goes).
     if (it != names_.end()) forget(job.key, &gone);
     admitted = job.spare ? admit_spare(job, disk_size, &gone) : admit_planned(job, disk_size, &gone);
     if (admitted) {
       pending_.insert(job.key);
-      names_[job.key] = EntryName{job.key, job.form, job.spare};
+      names_[job.key] = Named{EntryName{job.key, job.form, job.spare}, ++writes_};
     }
   }
   unlink_all(gone);

@@ -540,8 +540,11 @@ TEST(SsdTier, AnEraseWhileAWriteIsInHandRemovesTheSpareAndTheWrite) {
 TEST(SsdTier, AnUnlinkThatComesLateSparesTheKeysNewEntry) {
   test::TempDir dir;
   Gate gate;
+  std::atomic<bool> waiting{false}, written{false};
   SsdTierOptions o;
   o.before_unlink = [&](const CacheKey&) { gate.wait_if_armed(); };
+  o.waits_for_unlink = [&](const CacheKey&) { waiting = true; };
+  o.job_done = [&](const CacheKey&) { written = true; };
   TierCounters c;
   SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
   const CacheKey k = key_for("k");
@@ -550,14 +553,47 @@ TEST(SsdTier, AnUnlinkThatComesLateSparesTheKeysNewEntry) {
   gate.armed = true;
   std::thread eraser([&] { ssd.erase(k); });  // forgets, then pauses before its unlink
   gate.until_entered();
+  written = false;
   ASSERT_TRUE(ssd.put_async(k, chunk_of("new"), Form::raw));
-  // Time for the writer to publish, had it not to wait (it does: this flush times out).
-  ssd.flush(std::chrono::milliseconds(300));
+  // The unlink goes on once the writer either waits for it (the fix) or has published without
+  // waiting (the bug: then the unlink removes the new file), whatever the machine's speed.
+  while (!waiting && !written) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(waiting) << "the writer published while an unlink of its key was under way";
   gate.release();
   eraser.join();
   ASSERT_TRUE(ssd.flush());
   const ChunkRef got = ssd.get(k);
   ASSERT_TRUE(got) << "the erase's late unlink removed the new entry's file";
+  EXPECT_EQ(str(got), "new");
+  EXPECT_EQ(files_under(dir.path()), 1u);
+}
+
+// A read that finds its entry's file gone drops the entry, but only the one it found: an erase
+// and a new write of the key (same file name) may come between its lookup and its drop. It used
+// to drop whatever the key had by then, the new write's entry and file too.
+TEST(SsdTier, AReadDropsTheEntryItFoundNotANewerOne) {
+  test::TempDir dir;
+  SsdTier* tier = nullptr;
+  const CacheKey k = key_for("k");
+  std::atomic<bool> armed{false};
+  SsdTierOptions o;
+  o.before_drop = [&](const CacheKey&) {
+    if (!armed.exchange(false)) return;
+    tier->erase(k);  // what a last use or a re-plan does
+    ASSERT_TRUE(tier->put_async(k, chunk_of("new"), Form::raw));
+    ASSERT_TRUE(tier->flush());
+  };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  tier = &ssd;
+  ASSERT_TRUE(ssd.put_async(k, chunk_of("old"), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+    if (e.is_regular_file()) std::filesystem::remove(e.path());  // removed from outside
+  armed = true;
+  EXPECT_FALSE(ssd.get(k));  // a miss: the file it found is gone
+  const ChunkRef got = ssd.get(k);
+  ASSERT_TRUE(got) << "the read dropped the entry written after its lookup";
   EXPECT_EQ(str(got), "new");
   EXPECT_EQ(files_under(dir.path()), 1u);
 }

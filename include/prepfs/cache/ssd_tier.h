@@ -54,6 +54,12 @@ struct SsdTierOptions {
   // Test seam: called before each entry file is unlinked, on the thread that unlinks it, with the
   // file's key (its entry is already forgotten then).
   std::function<void(const CacheKey&)> before_unlink;
+  // Test seam: called on the writer thread when a publish has to wait for unlinks of its key
+  // under way, just before it waits.
+  std::function<void(const CacheKey&)> waits_for_unlink;
+  // Test seam: called on a reader's thread when get() is about to drop the entry it could not use
+  // (its file missing or corrupt).
+  std::function<void(const CacheKey&)> before_drop;
 };
 
 struct SpareStats {
@@ -135,7 +141,14 @@ class SsdTier {
   mutable std::mutex mu_;  // guards everything down to the queue's own lock
   TierIndex planned_;
   TierIndex spare_;                                              // LRU; its budget is what planned_ leaves free
-  std::unordered_map<CacheKey, EntryName, CacheKeyHash> names_;  // every indexed or pending key
+  // Every indexed or pending key's file, and the admitted write that made it (0: found at
+  // start-up), so a reader that could not use one entry never drops a newer one of its key.
+  struct Named {
+    EntryName name;
+    uint64_t write = 0;
+  };
+  std::unordered_map<CacheKey, Named, CacheKeyHash> names_;
+  uint64_t writes_ = 0;  // admitted writes so far, numbering Named::write
   std::unordered_set<CacheKey, CacheKeyHash> pending_;           // admitted, not yet renamed into place
   // Erased while the writer had them in hand: the writer drops them instead of landing them.
   std::unordered_set<CacheKey, CacheKeyHash> doomed_;
