@@ -1,5 +1,6 @@
 #include "prepfs/index/index_format.h"
 
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <cerrno>
@@ -43,15 +44,37 @@ uint64_t index_source_hash(const Source& source) {
   return XXH3_64bits(id.data(), id.size());
 }
 
+namespace {
+
+// Whether the directory's metadata is still what the scan saw before listing it.
+bool still_as_scanned(const Tree& tree, uint32_t id, Source& source, const std::string& path) {
+  try {
+    const SourceStat now = source.stat(path);
+    const Node& scanned = tree.node(id);
+    return S_ISDIR(now.mode) && now.mtime_ns == scanned.mtime_ns && now.identity == scanned.identity;
+  } catch (const Error&) {
+    return false;  // gone, or unreachable now
+  }
+}
+
+}  // namespace
+
 std::string encode_index(const Tree& tree, Source& source) {
   std::vector<DirRecord> dirs;
   for (uint32_t id = 0; id < tree.size(); id++) {
     if (!tree.is_dir(id)) continue;
-    auto fp = source.dir_fingerprint(tree.path(id));
+    const std::string path = tree.path(id);
+    auto fp = source.dir_fingerprint(path);
     if (!fp) {  // no fingerprints (object stores): saved for its image headers, never reused as is
       dirs.clear();
       break;
     }
+    // The tree lists the directory as it was when scanned, and the save comes later (after the
+    // headers are read, minutes on a lazy first mount). A directory that changed in between
+    // (a file added, removed or renamed) must not be trusted next time: its fingerprint now
+    // would match, and the change would stay unseen until the directory changed again. The
+    // fingerprint is taken first, so a change during this check shows in the stat after it.
+    if (!still_as_scanned(tree, id, source, path)) fp = DirFingerprint::never();
     dirs.push_back(DirRecord{id, 0, *fp});
   }
   IndexHeader h{};

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <memory>
 #include <vector>
 
 #include "prepfs/common/error.h"
@@ -112,13 +113,21 @@ void PosixSource::scan(const Visitor& visit) {
 
 // Takes ownership of dirfd. Entries are visited in name order so the scan is deterministic.
 void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& visit) {
-  DIR* dir = fdopendir(dirfd);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(dirfd), closedir);  // closed however the scan ends
   if (!dir) {
     ::close(dirfd);
     throw_errno(errno, "opendir " + root_ + "/" + rel);
   }
   std::vector<std::string> names;
-  while (dirent* de = readdir(dir)) {
+  for (;;) {
+    // NULL is the end or an error (an NFS server gone away): a listing cut short must not pass
+    // for the whole directory, so the scan fails and says why.
+    errno = 0;
+    dirent* de = readdir(dir.get());
+    if (!de) {
+      if (errno != 0) throw_errno(errno, "list " + root_ + "/" + rel);
+      break;
+    }
     std::string name = de->d_name;
     if (name != "." && name != "..") names.push_back(std::move(name));
   }
@@ -132,7 +141,14 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, devices
     std::string child = rel.empty() ? name : rel + "/" + name;
-    visit(child, to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); }));
+    SourceStat entry;
+    try {
+      entry = to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); });
+    } catch (const Error& e) {  // a symlink removed or replaced since its stat: skipped like one gone
+      spdlog::warn("source: skipping {}: {}", child, e.what());
+      continue;
+    }
+    visit(child, entry);
     if (S_ISDIR(st.st_mode)) subdirs.push_back(name);
   }
   for (const std::string& name : subdirs) {
@@ -144,7 +160,6 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     }
     scan_dir(fd, child, visit);
   }
-  closedir(dir);
 }
 
 SourceStat PosixSource::stat(const std::string& rel) {
@@ -158,7 +173,7 @@ std::optional<DirFingerprint> PosixSource::dir_fingerprint(const std::string& re
   } catch (const Error&) {
     st.st_mode = 0;
   }
-  if (!S_ISDIR(st.st_mode)) return DirFingerprint{-1, -1, 0};  // gone or replaced: never equal to a stored one
+  if (!S_ISDIR(st.st_mode)) return DirFingerprint::never();  // gone or replaced
   return DirFingerprint{ns_of(st.st_mtim), ns_of(st.st_ctim), st.st_ino};
 }
 

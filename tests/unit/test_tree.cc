@@ -82,6 +82,25 @@ TEST(TreeStore, ReusedWhenUnchangedRescannedWhenADirectoryChanges) {
   EXPECT_EQ(third.tree.size(), first.tree.size() + 1);
 }
 
+// The index is saved after the scan (on a lazy first mount, once every header is read). A file
+// added in between is not in the tree; the index used to take the directory's fingerprint at
+// the save, so the next mount reused it and never showed the file, until the directory changed
+// again.
+TEST(TreeStore, AFileAddedBetweenTheScanAndTheSaveIsFoundNextMount) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  const std::string idx = d / "index.bin";
+  Tree scanned = Tree::scan(src);
+  d.write("src/b/late.txt", "late");
+  save_tree(scanned, src, idx);
+  EXPECT_FALSE(load_tree(src, idx)) << "reused an index that misses a file of its directory";
+  TreeLoad next = load_or_scan_tree(src, idx);
+  EXPECT_FALSE(next.from_index);
+  EXPECT_TRUE(next.tree.lookup(*next.tree.lookup(Tree::kRoot, "b"), "late.txt"));
+  EXPECT_TRUE(load_or_scan_tree(src, idx).from_index);  // and from then on, reused as usual
+}
+
 TEST(TreeStore, CorruptIndexIsRebuilt) {
   test::TempDir d;
   make_tree(d);

@@ -41,6 +41,8 @@ struct DirFingerprint {
   int64_t ctime_ns = 0;
   uint64_t ino = 0;
   bool operator==(const DirFingerprint&) const = default;
+  // Equal to no directory's: an index recording it is never reused for that directory.
+  static constexpr DirFingerprint never() { return {-1, -1, 0}; }
 };
 
 // The version of a file's content the cache key was built from; a read checks it.
