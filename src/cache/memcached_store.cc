@@ -187,8 +187,22 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
       if (!seen[i] && keys[i] == k) return i;
     return keys.size();
   };
+  // The servers asked, each once: libmemcached reports a server it could not reach, or one that
+  // never answered, as if its keys were absent, so each is checked by its pending answers.
+  std::vector<uint32_t> asked;
+  for (size_t i = 0; i < keys.size(); i++)
+    if (!skipped(server[i]) && std::find(asked.begin(), asked.end(), server[i]) == asked.end())
+      asked.push_back(server[i]);
+  auto pending = [&](uint32_t s) { return memcached_server_response_count(memcached_server_instance_by_position(m, s)); };
   memcached_return_t rc = memcached_mget(m, ptrs.data(), lens.data(), ptrs.size());
-  if (rc == MEMCACHED_SUCCESS) {
+  if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS) {
+    // Sent to every server that owes an answer now; one owing none could not be connected or
+    // written to (mget still succeeds when another server took the request).
+    for (uint32_t s : asked)
+      if (pending(s) == 0) {
+        judge(s, MEMCACHED_CONNECTION_FAILURE);
+        failed = true;
+      }
     memcached_result_st result;
     memcached_result_create(m, &result);
     while (memcached_fetch_result(m, &result, &rc)) {
@@ -198,6 +212,15 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
       on_value(i, {memcached_result_value(&result), memcached_result_length(&result)});
     }
     memcached_result_free(&result);
+    // A server still owing its answer did not give it within the timeout (the fetch then ends as
+    // if its keys were absent). Its late answer must not greet this handle's next request.
+    bool late = false;
+    for (uint32_t s : asked)
+      if (pending(s) > 0) {
+        judge(s, MEMCACHED_TIMEOUT);
+        late = failed = true;
+      }
+    if (late) memcached_quit(m);
   }
   if (!answered(rc) || (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND)) {
     // Which server failed is not said; the ones holding keys that did not come back are suspects.
