@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
@@ -79,6 +80,8 @@ MemcachedStore::MemcachedStore(MemcachedConfig cfg)
   memcached_behavior_set(master_, MEMCACHED_BEHAVIOR_SND_TIMEOUT, ms * 1000);
   memcached_behavior_set(master_, MEMCACHED_BEHAVIOR_RCV_TIMEOUT, ms * 1000);
   memcached_behavior_set(master_, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+  // Gets return each value's CAS token (remove_if needs it).
+  memcached_behavior_set(master_, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
   // libmemcached's own per-handle failure memory, in whole seconds; ours (health_) is shared by
   // every handle and is what keeps a dead server from costing each thread its own timeout.
   memcached_behavior_set(master_, MEMCACHED_BEHAVIOR_RETRY_TIMEOUT,
@@ -251,6 +254,32 @@ KvResult MemcachedStore::remove(const std::string& key) {
   const uint32_t s = server_of(h.get(), key);
   if (skipped(s)) return KvResult::failed;
   return judge(s, memcached_delete(h.get(), key.data(), key.size(), 0));
+}
+
+KvResult MemcachedStore::remove_if(const std::string& key, std::span<const char> expected) {
+  Handle h(*this);
+  memcached_st* m = h.get();
+  const uint32_t s = server_of(m, key);
+  if (skipped(s)) return KvResult::failed;
+  const char* k = key.data();
+  const size_t klen = key.size();
+  memcached_return_t rc = memcached_mget(m, &k, &klen, 1);
+  if (rc != MEMCACHED_SUCCESS) return judge(s, rc);
+  std::optional<uint64_t> cas;
+  bool found = false;
+  memcached_result_st result;
+  memcached_result_create(m, &result);
+  while (memcached_fetch_result(m, &result, &rc)) {
+    found = true;
+    const std::string_view value(memcached_result_value(&result), memcached_result_length(&result));
+    if (value == std::string_view(expected.data(), expected.size())) cas = memcached_result_cas(&result);
+  }
+  memcached_result_free(&result);
+  if (!answered(rc)) return judge(s, rc);
+  if (!cas) return found ? KvResult::refused : KvResult::missing;
+  // memcached has no conditional delete: an empty value that expires at once (a negative exptime),
+  // stored only if the key is still the one read (its CAS token unchanged).
+  return judge(s, memcached_cas(m, k, klen, "", 0, static_cast<time_t>(-1), 0, *cas));
 }
 
 uint64_t MemcachedStore::max_value_bytes() const {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -15,11 +16,13 @@ namespace {
 
 LogLimiter g_corrupt_log, g_timeout_log;
 
-// Who holds a lease, for whoever looks at memcached by hand.
-std::string holder_name() {
+// Who holds a lease, for whoever looks at memcached by hand, and which of its fills: the holder
+// gives back only its own lease (remove_if), not one another node took once it expired.
+std::string lease_value() {
+  static std::atomic<uint64_t> fills{0};
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid());
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(++fills);
 }
 
 }  // namespace
@@ -147,14 +150,14 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
     if (found == Found::entry) return hit(std::move(c));
     if (found == Found::failed) return Result{fill(), false};  // the shared tier sits this one out
     if (found == Found::nothing) {
-      const std::string me = holder_name();
+      const std::string me = lease_value();
       const KvResult took = store_->add(lease, me, ttl_s);
       if (took == KvResult::ok) {
         // Our lookup read the entry and the lease from two servers, not at one instant: a holder
         // may have published and let go in between. Look once more before fetching.
         ChunkRef late;
         if (lookup(key, form, &late) == Found::entry) {
-          store_->remove(lease);
+          store_->remove_if(lease, me);
           return hit(std::move(late));
         }
         bump(pf.misses);
@@ -163,11 +166,11 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
         try {
           filled = fill();
         } catch (...) {
-          store_->remove(lease);  // the others need not wait for a fill that will not come
+          store_->remove_if(lease, me);  // the others need not wait for a fill that will not come
           throw;
         }
         publish(key, form, *filled);
-        store_->remove(lease);
+        store_->remove_if(lease, me);
         return Result{std::move(filled), false};
       }
       if (took == KvResult::failed) {

@@ -234,6 +234,62 @@ TEST(SharedTier, AFailingFillGivesTheLeaseBack) {
   EXPECT_EQ(load(of(*n2, Form::raw).lease_waits), 0u);  // no lease left behind to wait for
 }
 
+// A fill that outlives its lease (memcached expired it, and another node took the key's lease):
+// its holder gives back only its own lease. It used to delete the other node's, so that a third
+// node found no lease and fetched too, while the second was still fetching.
+TEST(SharedTier, AFillThatOutlivesItsLeaseLeavesTheNextHoldersLease) {
+  test::MemcachedServer a;
+  auto n1 = node({a.port()});
+  auto raw = client({a.port()});
+  const std::string lease = shared_lease_key(key_of(9), Form::raw);
+  auto holder = [&] {
+    std::string v = "none";
+    raw->get(std::span<const std::string>(&lease, 1), [&](size_t, std::span<const char> b) { v.assign(b.data(), b.size()); });
+    return v;
+  };
+  auto taken_over = [&] {
+    ASSERT_EQ(raw->remove(lease), KvResult::ok);  // expired...
+    ASSERT_EQ(raw->add(lease, std::string_view("node-b:1"), 60), KvResult::ok);  // ... and taken
+  };
+  EXPECT_THROW(n1->get_or_fill(key_of(9), Form::raw,
+                               [&]() -> ChunkRef {
+                                 taken_over();
+                                 throw std::runtime_error("EIO");
+                               }),
+               std::runtime_error);
+  EXPECT_EQ(holder(), "node-b:1") << "a failed fill removed the lease another node holds";
+  ASSERT_EQ(raw->remove(lease), KvResult::ok);
+  const ChunkRef c = bytes_chunk(10, 9);
+  auto r = n1->get_or_fill(key_of(10), Form::raw, [&] {
+    EXPECT_EQ(raw->remove(shared_lease_key(key_of(10), Form::raw)), KvResult::ok);
+    EXPECT_EQ(raw->add(shared_lease_key(key_of(10), Form::raw), std::string_view("node-b:2"), 60), KvResult::ok);
+    return c;
+  });
+  EXPECT_TRUE(same(r.chunk, c));
+  const std::string lease10 = shared_lease_key(key_of(10), Form::raw);
+  std::string v;
+  raw->get(std::span<const std::string>(&lease10, 1), [&](size_t, std::span<const char> b) { v.assign(b.data(), b.size()); });
+  EXPECT_EQ(v, "node-b:2") << "a published fill removed the lease another node holds";
+}
+
+TEST(MemcachedStore, RemoveIfRemovesOnlyTheValueItExpects) {
+  test::MemcachedServer a;
+  auto store = client({a.port()});
+  const std::string k = "lease";
+  ASSERT_EQ(store->add(k, std::string_view("mine"), 60), KvResult::ok);
+  EXPECT_EQ(store->remove_if(k, std::string_view("theirs")), KvResult::refused);
+  size_t found = 0;
+  auto count = [&](size_t, std::span<const char>) { found++; };
+  ASSERT_EQ(store->get(std::span<const std::string>(&k, 1), count), KvResult::ok);
+  EXPECT_EQ(found, 1u);
+  EXPECT_EQ(store->remove_if(k, std::string_view("mine")), KvResult::ok);
+  found = 0;
+  ASSERT_EQ(store->get(std::span<const std::string>(&k, 1), count), KvResult::ok);
+  EXPECT_EQ(found, 0u);
+  EXPECT_EQ(store->remove_if(k, std::string_view("mine")), KvResult::missing);
+  EXPECT_EQ(store->add(k, std::string_view("next"), 60), KvResult::ok) << "the key is free again";
+}
+
 TEST(SharedTier, ADeadServerDegradesToTheFillAndRecoversWhenBack) {
   auto a = std::make_unique<test::MemcachedServer>();
   const uint16_t port = a->port();

@@ -48,6 +48,10 @@ class KvStore {
   // Stores value only if key is absent (else refused), expiring after ttl_seconds.
   virtual KvResult add(const std::string& key, std::span<const char> value, uint32_t ttl_seconds) = 0;
   virtual KvResult remove(const std::string& key) = 0;
+  // Removes key only while it holds `expected` (ok); refused when it holds something else, missing
+  // when it is gone. A lease's holder gives back its own lease, never one another node took after
+  // it expired.
+  virtual KvResult remove_if(const std::string& key, std::span<const char> expected) = 0;
 
   // The largest value one item may hold (item size less the key and the item's own header).
   virtual uint64_t max_value_bytes() const = 0;

@@ -45,6 +45,7 @@ class MemcachedStore final : public KvStore {
   KvResult set(const std::string& key, std::span<const char> value) override;
   KvResult add(const std::string& key, std::span<const char> value, uint32_t ttl_seconds) override;
   KvResult remove(const std::string& key) override;
+  KvResult remove_if(const std::string& key, std::span<const char> expected) override;
   uint64_t max_value_bytes() const override;
   std::vector<KvServerState> refresh_servers() override;
   std::vector<KvServerState> servers() const override;
