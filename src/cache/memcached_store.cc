@@ -117,7 +117,8 @@ MemcachedStore::Pooled MemcachedStore::borrow() {
   }
   if (!p.m) {
     p.m = memcached_clone(nullptr, master_);  // outside the lock: it allocates
-    if (!p.m) throw Error(ENOMEM, "shared tier: cannot clone the memcached client");
+    // Out of memory: the call fails (a miss, an unshared fill), as the store's calls never throw.
+    if (!p.m && g_server_log.allow()) spdlog::warn("shared tier: cannot clone the memcached client (out of memory)");
   } else if (p.failures_seen != failures) {
     memcached_quit(p.m);  // reconnects on its next call
     p.failures_seen = failures;
@@ -126,6 +127,7 @@ MemcachedStore::Pooled MemcachedStore::borrow() {
 }
 
 void MemcachedStore::give_back(Pooled p) {
+  if (!p.m) return;
   std::lock_guard lock(pool_mu_);
   idle_.push_back(p);
 }
@@ -169,6 +171,7 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
   if (keys.empty()) return KvResult::ok;
   Handle h(*this);
   memcached_st* m = h.get();
+  if (!m) return KvResult::failed;
   // Keys of servers marked down are not asked for: they read as failed at once.
   std::vector<const char*> ptrs;
   std::vector<size_t> lens;
@@ -237,6 +240,7 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
 
 KvResult MemcachedStore::set(const std::string& key, std::span<const char> value) {
   Handle h(*this);
+  if (!h.get()) return KvResult::failed;
   const uint32_t s = server_of(h.get(), key);
   if (skipped(s)) return KvResult::failed;
   return judge(s, memcached_set(h.get(), key.data(), key.size(), value.data(), value.size(), 0, 0));
@@ -244,6 +248,7 @@ KvResult MemcachedStore::set(const std::string& key, std::span<const char> value
 
 KvResult MemcachedStore::add(const std::string& key, std::span<const char> value, uint32_t ttl_seconds) {
   Handle h(*this);
+  if (!h.get()) return KvResult::failed;
   const uint32_t s = server_of(h.get(), key);
   if (skipped(s)) return KvResult::failed;
   return judge(s, memcached_add(h.get(), key.data(), key.size(), value.data(), value.size(), ttl_seconds, 0));
@@ -251,6 +256,7 @@ KvResult MemcachedStore::add(const std::string& key, std::span<const char> value
 
 KvResult MemcachedStore::remove(const std::string& key) {
   Handle h(*this);
+  if (!h.get()) return KvResult::failed;
   const uint32_t s = server_of(h.get(), key);
   if (skipped(s)) return KvResult::failed;
   return judge(s, memcached_delete(h.get(), key.data(), key.size(), 0));
@@ -259,6 +265,7 @@ KvResult MemcachedStore::remove(const std::string& key) {
 KvResult MemcachedStore::remove_if(const std::string& key, std::span<const char> expected) {
   Handle h(*this);
   memcached_st* m = h.get();
+  if (!m) return KvResult::failed;
   const uint32_t s = server_of(m, key);
   if (skipped(s)) return KvResult::failed;
   const char* k = key.data();
@@ -320,8 +327,10 @@ std::vector<KvServerState> MemcachedStore::refresh_servers() {
   {
     Handle h(*this);
     // Servers marked down are asked too: this is the once-in-a-while probe, bounded by the timeouts.
-    memcached_stat_execute(h.get(), nullptr, on_stat, &ctx);
-    memcached_stat_execute(h.get(), "settings", on_stat, &ctx);
+    if (h.get()) {
+      memcached_stat_execute(h.get(), nullptr, on_stat, &ctx);
+      memcached_stat_execute(h.get(), "settings", on_stat, &ctx);
+    }
   }
   uint64_t item_size = 0;
   for (const KvServerState& s : fresh)

@@ -14,7 +14,7 @@
 namespace prepfs {
 namespace {
 
-LogLimiter g_corrupt_log, g_timeout_log;
+LogLimiter g_corrupt_log, g_timeout_log, g_publish_log;
 
 // Who holds a lease, for whoever looks at memcached by hand, and which of its fills: the holder
 // gives back only its own lease (remove_if), not one another node took once it expired.
@@ -114,6 +114,17 @@ ChunkRef SharedTier::get(const CacheKey& key, Form form) {
 }
 
 void SharedTier::publish(const CacheKey& key, Form form, const Chunk& chunk) {
+  // A courtesy to the other nodes: whatever goes wrong here (out of memory while splitting the
+  // value), the reader that filled the chunk still gets it.
+  try {
+    store_entry(key, form, chunk);
+  } catch (const std::exception& e) {
+    bump(counters_.by_form[index_of(form)].errors);
+    if (g_publish_log.allow()) spdlog::warn("shared tier: cannot publish a {} entry: {}", form_name(form), e.what());
+  }
+}
+
+void SharedTier::store_entry(const CacheKey& key, Form form, const Chunk& chunk) {
   SharedCounters::PerForm& pf = counters_.by_form[index_of(form)];
   if (chunk.size() > kMaxSharedEntry) return;
   const SharedItems items = split_entry(key, form, chunk, store_->max_value_bytes());

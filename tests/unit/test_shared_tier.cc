@@ -272,6 +272,47 @@ TEST(SharedTier, AFillThatOutlivesItsLeaseLeavesTheNextHoldersLease) {
   EXPECT_EQ(v, "node-b:2") << "a published fill removed the lease another node holds";
 }
 
+// Fault injection: stores that throw, as an allocation failure in the client would, over a real
+// store for everything else.
+class ThrowingStores : public KvStore {
+ public:
+  explicit ThrowingStores(std::unique_ptr<KvStore> inner) : inner_(std::move(inner)) {}
+  KvResult get(std::span<const std::string> keys, OnValue on_value) override { return inner_->get(keys, on_value); }
+  KvResult set(const std::string&, std::span<const char>) override { throw std::bad_alloc(); }
+  KvResult add(const std::string& key, std::span<const char> value, uint32_t ttl) override {
+    return inner_->add(key, value, ttl);
+  }
+  KvResult remove(const std::string& key) override { return inner_->remove(key); }
+  KvResult remove_if(const std::string& key, std::span<const char> expected) override {
+    return inner_->remove_if(key, expected);
+  }
+  uint64_t max_value_bytes() const override { return inner_->max_value_bytes(); }
+  std::vector<KvServerState> refresh_servers() override { return inner_->refresh_servers(); }
+  std::vector<KvServerState> servers() const override { return inner_->servers(); }
+
+ private:
+  std::unique_ptr<KvStore> inner_;
+};
+
+// Publishing is a courtesy to the other nodes: when it fails, the reader that filled still gets
+// its bytes, and the lease goes. A throw there used to reach the reader as an error, with the
+// lease held until its TTL.
+TEST(SharedTier, APublishThatThrowsStillServesTheFillAndGivesTheLeaseBack) {
+  test::MemcachedServer a;
+  SharedTier n1(std::make_unique<ThrowingStores>(client({a.port()})));
+  n1.set_forms({true, true, true});
+  const ChunkRef c = bytes_chunk(1000, 11);
+  SharedTier::Result r{nullptr, false};
+  EXPECT_NO_THROW(r = n1.get_or_fill(key_of(11), Form::raw, [&] { return c; }));
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_GE(load(of(n1, Form::raw).errors), 1u);
+  auto raw = client({a.port()});
+  const std::string lease = shared_lease_key(key_of(11), Form::raw);
+  size_t found = 0;
+  raw->get(std::span<const std::string>(&lease, 1), [&](size_t, std::span<const char>) { found++; });
+  EXPECT_EQ(found, 0u) << "the lease outlived the fill";
+}
+
 TEST(MemcachedStore, RemoveIfRemovesOnlyTheValueItExpects) {
   test::MemcachedServer a;
   auto store = client({a.port()});

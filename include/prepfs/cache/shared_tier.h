@@ -82,6 +82,7 @@ class SharedTier {
 
  private:
   enum class Found { entry, leased, nothing, failed };
+  void store_entry(const CacheKey& key, Form form, const Chunk& chunk);  // publish(), which may throw
   // One round trip for the head and the lease; then the other pieces when there are any.
   Found lookup(const CacheKey& key, Form form, ChunkRef* out);
   ChunkRef assemble(const CacheKey& key, Form form, std::span<const char> head, bool* failed);
