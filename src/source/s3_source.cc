@@ -360,8 +360,14 @@ SourceStat S3Source::stat(const std::string& rel) {
   head.headers = common_headers();
   try {
     std::vector<http::Response> r = execute({head}, "HEAD " + source_ + "/" + rel, cfg_.retry_seconds);
-    time_t lm = r[0].last_modified.empty() ? 0 : curl_getdate(r[0].last_modified.c_str(), nullptr);
-    if (lm < 0) lm = 0;
+    // The version is made of these three. A reply without one of them (a proxy that strips
+    // headers) tells no version: defaults (size 0, time 0) would pass for a change, and the file
+    // would be served empty. EIO: a revalidation then keeps the version it has.
+    const time_t lm = r[0].last_modified.empty() ? -1 : curl_getdate(r[0].last_modified.c_str(), nullptr);
+    if (r[0].content_length < 0 || lm < 0 || r[0].etag.empty())
+      throw Error(EIO, "HEAD " + source_ + "/" + rel + " answered without " +
+                           (r[0].content_length < 0 ? "Content-Length" : lm < 0 ? "a valid Last-Modified" : "ETag") +
+                           ": its version is unknown");
     return SourceStat{s3::kS3FileMode,
                       static_cast<uint64_t>(std::max<int64_t>(r[0].content_length, 0)),
                       s3_version_mtime(int64_t(lm) * 1'000'000'000, s3::normalize_etag(r[0].etag)),

@@ -5,6 +5,8 @@ just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per ser
            libcurl's 1 B/s low-speed limit, so only a total deadline ends them); before, they are
            answered at once (the mount's header probe reads every object)
   cycle    ListObjectsV2 hands out continuation tokens A -> B -> A -> ... forever
+  bare_head  once armed, HEADs of objects answer 200 with none of Content-Length, Last-Modified
+           or ETag (a proxy that strips them); GETs are answered as usual
 """
 import threading
 import urllib.parse
@@ -50,7 +52,7 @@ class Handler(BaseHTTPRequestHandler):
                 nxt = {"": "A", "A": "B", "B": "A"}[token]
                 return self.reply(200, page([f"ds/{token or 'first'}-{self.server.listings}.bin"], nxt))
             return self.reply(200, page(["ds/slow.bin"]))
-        if not self.server.armed:
+        if not self.server.armed or fault != "trickle":
             return self.reply(200, OBJECT, [("ETag", '"0123456789abcdef0123456789abcdef"')])
         # An object GET: the trickle.
         self.send_response(200)
@@ -68,6 +70,10 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def do_HEAD(self):
+        if self.server.fault == "bare_head" and self.server.armed:
+            self.send_response(200)
+            self.end_headers()
+            return
         self.reply(404, b"")
 
 

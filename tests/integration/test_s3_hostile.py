@@ -66,3 +66,17 @@ def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
         assert errors and all("continuation token" in l for l in errors), res.stderr
         assert "terminate called" not in res.stderr
         assert srv.listings < 10
+
+
+def test_a_head_reply_without_a_version_keeps_the_version_the_mount_has(tmp_path):
+    """A HEAD answered without Content-Length, Last-Modified or ETag tells no version. It used to
+    be taken as size 0 and time 0: a revalidation saw a change, and the file was served empty."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("bare_head") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=3,metadata_ttl=0"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            srv.arm()
+            assert os.stat(fs.raw("slow.bin")).st_size == 1000
+            with open(fs.raw("slow.bin"), "rb") as f:
+                assert f.read() == b"x" * 1000
+            assert "its version is unknown" in fs.log_text()
