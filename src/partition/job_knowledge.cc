@@ -18,6 +18,10 @@ constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 // prefix); index = position - base.
 struct JobKnowledge::Job {
   std::string name;
+  // Positions only grow, across a reset and across the jobs of one name (a job ended, or
+  // forgotten, and published again): the prefetcher remembers, per name, the position it has
+  // looked at, and a position that came back would be skipped as looked at already.
+  uint64_t first = 0;  // the job's first position
   uint64_t base = 0;
   std::vector<Access> seq;
   std::vector<uint64_t> next_same;  // position of the next access of the same node, or kNone
@@ -32,7 +36,8 @@ struct JobKnowledge::Job {
   std::vector<uint64_t> head;  // per node: its first pending position, or kNone
   std::vector<uint64_t> last;  // per node: its last published position, or kNone
 
-  explicit Job(std::string n, size_t nodes) : name(std::move(n)), head(nodes, kNone), last(nodes, kNone) {}
+  Job(std::string n, size_t nodes, uint64_t start)
+      : name(std::move(n)), first(start), base(start), cursor(start), head(nodes, kNone), last(nodes, kNone) {}
   uint64_t end() const { return base + seq.size(); }
 
   void append(const Access& a) {
@@ -63,7 +68,8 @@ struct JobKnowledge::Job {
   }
 
   void clear_pending() {
-    for (uint64_t p = cursor; p < end(); p++) {
+    const uint64_t e = end();  // the next epoch's first position: after every one handed out
+    for (uint64_t p = cursor; p < e; p++) {
       if (consumed[p - base]) continue;
       head[seq[p - base].node] = kNone;
       last[seq[p - base].node] = kNone;
@@ -71,7 +77,7 @@ struct JobKnowledge::Job {
     seq.clear();
     next_same.clear();
     consumed.clear();
-    base = cursor = end();
+    base = cursor = e;
   }
 };
 
@@ -87,10 +93,11 @@ JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
                                      [](const auto& a, const auto& b) { return a.second->active < b.second->active; });
       spdlog::warn("order: {} jobs known, the most kept; forgetting job {} (idle for {} reads) for job {}", jobs_.size(),
                    idlest->first, clock_ - idlest->second->active, name);
+      next_start_ = std::max(next_start_, idlest->second->end());
       jobs_.erase(idlest);
       update_future_locked();
     }
-    it = jobs_.emplace(name, std::make_unique<Job>(name, nodes_)).first;
+    it = jobs_.emplace(name, std::make_unique<Job>(name, nodes_, next_start_)).first;
     it->second->needed_since = clock_;
   }
   it->second->active = clock_;
@@ -132,7 +139,10 @@ void JobKnowledge::reset(const std::string& name) {
 void JobKnowledge::end(const std::string& name) {
   {
     std::unique_lock lock(mu_);
-    jobs_.erase(name);
+    if (auto it = jobs_.find(name); it != jobs_.end()) {
+      next_start_ = std::max(next_start_, it->second->end());
+      jobs_.erase(it);
+    }
     update_future_locked();
   }
   generation_.fetch_add(1);
@@ -240,7 +250,7 @@ std::vector<JobStatus> JobKnowledge::jobs() const {
   for (const auto& [name, j] : jobs_) {
     uint64_t pending = 0;
     for (uint64_t p = j->cursor; p < j->end(); p++) pending += !j->consumed[p - j->base];
-    out.push_back(JobStatus{name, j->end(), j->consumed_count, pending});
+    out.push_back(JobStatus{name, j->end() - j->first, j->consumed_count, pending});
   }
   return out;
 }

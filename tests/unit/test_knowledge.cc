@@ -187,6 +187,36 @@ TEST(JobKnowledge, ReadsConsumeTheClosestJobsAccessAndCursorsAdvance) {
   EXPECT_EQ(k.next_use(4), SampleKnowledge::kNever);
 }
 
+// The prefetcher remembers, per job name, the position it has looked at (its frontier), and
+// looks only past it. Positions must never come back, or the new accesses under them are never
+// prefetched: a reset (the sampler's at every epoch) used to move the cursor back to where the
+// dropped prefix began, and a job ended and published again under its name started at 0.
+TEST(JobKnowledge, PositionsNeverComeBackAcrossAResetOrAJobOfTheSameName) {
+  JobKnowledge k(8);
+  auto walked = [&] {  // the prefetcher's frontier after one round: past everything it saw
+    std::map<std::string, uint64_t> from;
+    for (const JobAhead& j : k.upcoming({}, 100))
+      if (!j.ahead.empty()) from[j.name] = j.ahead.back().pos + 1;
+    return from;
+  };
+  k.publish("a", {{1, Form::raw}, {2, Form::raw}, {3, Form::raw}});
+  std::map<std::string, uint64_t> from = walked();
+  EXPECT_TRUE(k.note_access(1));
+  k.reset("a");  // the next epoch
+  k.publish("a", {{4, Form::raw}, {5, Form::raw}});
+  std::vector<JobAhead> up = k.upcoming(from, 100);
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].ahead.size(), 2u) << "the next epoch's accesses sit under the frontier of the last";
+  from = walked();
+  k.end("a");
+  k.publish("a", {{6, Form::raw}, {7, Form::raw}, {1, Form::raw}});
+  up = k.upcoming(from, 100);
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].ahead.size(), 3u) << "a new job of the same name starts under the old one's frontier";
+  EXPECT_EQ(k.jobs().at(0).published, 3u);  // counted from the job's own start
+  EXPECT_GE(up[0].cursor, from["a"]);
+}
+
 // Each job costs 16 bytes per node: a writer naming ever new jobs (or runs that die without
 // `end`) used to grow the daemon without bound. Beyond kMaxJobs the idlest job is forgotten.
 TEST(JobKnowledge, ANewJobBeyondTheMostForgetsTheIdlest) {

@@ -101,6 +101,7 @@ class JobKnowledge final : public SampleKnowledge {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<float> importance_;  // NaN: never reported
   uint64_t clock_ = 0;             // reads noted so far
+  uint64_t next_start_ = 0;        // a new job's first position: past every forgotten job's last
   uint64_t unexpected_ = 0;
   std::atomic<uint64_t> generation_{1};
   std::atomic<uint64_t> progress_{0};
