@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,8 +34,10 @@ double parse_seconds(std::string_view key, std::string_view value) {
   if (v == "never" || v == "inf") return -1;
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end == v.c_str() || *end != '\0' || d < 0)
-    throw bad_value(key, value, "expected seconds >= 0 or 'never'");
+  // strtod takes "nan", "infinity" and 1e999 too: NaN passes every range check after this, and
+  // either one cast to milliseconds is undefined (a timeout of none, or of garbage).
+  if (v.empty() || end == v.c_str() || *end != '\0' || !std::isfinite(d) || d < 0 || d > 1e9)
+    throw bad_value(key, value, "expected seconds (0 to 1e9) or 'never'");
   return d;
 }
 
@@ -56,7 +59,7 @@ bool is_generic_mount_option(std::string_view key) {
                                   "fsname", "subtype"};
   for (const char* g : generic)
     if (key == g) return true;
-  return key.starts_with("x-") || key.starts_with("comment=");
+  return key.starts_with("x-") || key == "comment";  // the key: "comment=..." is cut at its '='
 }
 
 }  // namespace
@@ -296,18 +299,25 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "s3_timeout") {
     need_value();
     o.s3_timeout = parse_seconds(key, value);
-    if (o.s3_timeout <= 0) throw bad_value(key, value, "expected seconds > 0");
+    // In whole milliseconds below: less than one would be 0, no timeout at all.
+    if (o.s3_timeout < 0.001) throw bad_value(key, value, "expected at least 0.001 seconds");
   } else if (key == "s3_part_size") {
     o.s3_part_size = size();
     if (o.s3_part_size < (64u << 10)) throw bad_value(key, value, "expected at least 64K");
   } else if (key == "uid" || key == "gid") {
     need_value();
     (key == "uid" ? o.uid : o.gid) = parse_count(key, value, 0, 4294967294u);
-  } else if (key == "allow_other")
-    o.allow_other = true;
-  else if (key == "debug") {
-    o.debug_fuse = true;
-    o.foreground = true;
+  } else if (key == "allow_other" || key == "debug") {
+    // Flags: bare or =1 turns one on, =0 leaves it off (any value used to turn it on, so
+    // allow_other=0 opened the mount to every user).
+    if (has_value && value != "0" && value != "1") throw bad_value(key, value, "expected no value, 0 or 1");
+    const bool on = !has_value || value == "1";
+    if (key == "allow_other") {
+      o.allow_other = on;
+    } else {
+      o.debug_fuse = on;
+      if (on) o.foreground = true;
+    }
   } else if (is_generic_mount_option(key))
     o.ignored.push_back(std::string(key));
   else

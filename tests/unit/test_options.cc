@@ -224,6 +224,38 @@ TEST(Options, BareBooleanFlagsMeanOne) {
   EXPECT_THROW(apply_option_list(o, "ram"), Error);            // a size is not a flag
 }
 
+// allow_other and debug are flags: =0 leaves them off. Any value used to turn them on, so
+// "allow_other=0" in a config file opened the mount to every user, and "debug=0" kept a mount
+// from fstab in the foreground.
+TEST(Options, FlagsGivenZeroStayOff) {
+  Options o;
+  apply_option_list(o, "allow_other=0,debug=0");
+  EXPECT_FALSE(o.allow_other);
+  EXPECT_FALSE(o.debug_fuse);
+  EXPECT_FALSE(o.foreground);
+  apply_option_list(o, "allow_other,debug=1");
+  EXPECT_TRUE(o.allow_other);
+  EXPECT_TRUE(o.debug_fuse);
+  EXPECT_TRUE(o.foreground);
+  EXPECT_THROW(apply_option_list(o, "allow_other=no"), Error);
+  apply_option_list(o, "comment=x-systemd.foo,x-gvfs-hide");  // mount(8)'s own, ignored
+}
+
+// Seconds are finite and within reason: strtod takes "nan", "infinity" and 1e999, which passed
+// the range checks (NaN fails every comparison) and were then cast to milliseconds, undefined
+// (s3_timeout=nan could mean no timeout at all). 0.0004 s was 0 ms, no timeout either.
+TEST(Options, SecondsAreFiniteAndAtLeastAMillisecondWhereMilliseconds) {
+  for (const char* bad : {"metadata_ttl=nan", "metadata_ttl=infinity", "metadata_ttl=1e999", "shared_timeout=nan",
+                          "shared_lease_ttl=nan", "s3_timeout=nan", "s3_timeout=1e999", "s3_timeout=0.0004",
+                          "s3_retry_time=infinity"}) {
+    Options o;
+    EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
+  }
+  Options o;
+  apply_option_list(o, "metadata_ttl=never,s3_timeout=0.5,metadata_ttl=2.5");
+  EXPECT_EQ(o.metadata_ttl, 2.5);
+}
+
 TEST(Options, SharedServerListKeepsItsCommasInAnOptionList) {
   Options o;
   apply_option_list(o, "ram=1G,shared=memcached://h1:11211,h2:11300,[::1]:11400,ssd=2G,shared_forms=raw/decoded");
