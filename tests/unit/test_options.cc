@@ -1,8 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/log.h"
 #include "prepfs/common/options.h"
 #include "prepfs/common/size.h"
 #include "temp_dir.h"
@@ -298,3 +303,24 @@ TEST(Options, SharedRejectsWhatIsNoServerList) {
     }
   }
 }
+
+// A background daemon switches its log to syslog once the mount's threads run. Replacing
+// spdlog's default logger then freed the one those threads were writing through (a crash at
+// mount time, for fstab mounts only). The logger stays; what it writes to is swapped.
+TEST(Logging, ASecondInitWhileThreadsLogKeepsTheLoggerTheyWriteThrough) {
+  init_logging("critical");
+  const std::weak_ptr<spdlog::logger> before = spdlog::default_logger();  // (an address could be reused)
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; t++)
+    threads.emplace_back([&] {
+      while (!stop) spdlog::info("below the level: never written");
+    });
+  for (int i = 0; i < 200; i++) init_logging("critical", i % 2 ? LogTarget::syslog : LogTarget::stderr_);
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_FALSE(before.expired()) << "the logger the threads wrote through was freed";
+  EXPECT_EQ(spdlog::default_logger(), before.lock());
+  init_logging("warn");
+}
+
