@@ -106,7 +106,8 @@ void TierManager::note_spent(const CacheKey& key) {
   }
 }
 
-ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample) {
+ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit, uint32_t sample,
+                                  Join join) {
   auto& pf = counters_.by_form[index_of(form)];
   // Before the lookups: an earlier use whose flight starts after this one keeps nothing.
   if (admit.last_use) note_spent(key);
@@ -127,6 +128,7 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     std::unique_lock lock(inflight_mu_);
     auto it = inflight_.find(key);
     if (it != inflight_.end()) {
+      if (join == Join::never) return nullptr;
       std::shared_future<ChunkRef> pending = it->second;
       lock.unlock();
       bump(counters_.joined);

@@ -190,6 +190,8 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   renderer_.check_renderable(s);
   const CacheKey k = key(s, Form::decoded, 0, 0);
   note_if_late(k);
+  // Work in a held slot never waits for another caller's decode: that one may be waiting for
+  // this very slot (null then, and the caller renders from the JPEG).
   return cache_.get_or_fill(
       k, Form::decoded,
       [&] {
@@ -198,7 +200,7 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
               s, [&] { return jpeg(s); }, slot);
         });
       },
-      admit(s, Form::decoded), s.node);
+      admit(s, Form::decoded), s.node, slot == SlotUse::held ? Join::never : Join::wait);
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
@@ -308,13 +310,16 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   std::optional<Prefetching> marked;  // a read of it meanwhile counts as a late prefetch
   if (room == EarlyRoom::prefetch) marked.emplace(*this, k);
   bool made = false;
+  // Not joined if an open is rendering it already: that render may be waiting for the CPU slot
+  // this caller holds (with cpu=1, or every slot held ahead), and both would wait out fill_wait.
   ChunkRef c = cache_.get_or_fill(
       k, Form::augmented,
       [&] {
         made = true;
         return render_augmented(s, variant, SlotUse::held);
       },
-      Admission::staged(), s.node);
+      Admission::staged(), s.node, Join::never);
+  if (!c) return {AheadOutcome::late};  // its open is rendering it
   if (!made) return {AheadOutcome::ready};
   if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)
   if (room == EarlyRoom::ahead) {

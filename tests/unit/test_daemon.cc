@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -389,6 +390,35 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
 // again, and kept where the sample's slot is now: the variant is still rendered before its open.
 // Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
 // and the refetch kept the inputs in the slot the sample had when the task began.
+// Work ahead runs in a CPU slot it holds. It must not wait for an open's render of the same
+// variant: that render may be waiting for the very slot (cpu=1 here, or every slot held ahead),
+// and both used to wait out fill_wait (60 s) before the open got its variant.
+TEST(Daemon, ARenderAheadDoesNotWaitForAnOpensRenderThatWaitsForItsSlot) {
+  Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,cpu=1,partition=fixed:100/0/0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const auto& [path, jpeg] = rig.images[0];
+  const uint64_t ino = walk(d.augmented_fs(), 1, path.substr(0, path.size() - 4) + ".ppm");
+  const Sample s = d.store().resolve(uint32_t(ino - 1));
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(jpeg));  // kept in RAM
+  ASSERT_TRUE(d.store().inputs_at_hand(s));
+  ResourceBudget::Hold slot = d.renderer().idle_slot();  // the only one, held as work ahead holds it
+  ASSERT_GT(slot.amount(), 0u);
+  const uint64_t fills = load(d.cache().counters().fills);
+  auto open = std::async(std::launch::async, [&] { return read_file(d.augmented_fs(), ino); });
+  // The open's render is under way (its fill counted) and waits for the slot.
+  while (load(d.cache().counters().fills) == fills) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto ahead = std::async(std::launch::async, [&] { return d.store().render_ahead(s, 0, [] { return true; }); });
+  ASSERT_EQ(ahead.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the render ahead waited for the open's render, which waits for the slot it holds";
+  EXPECT_EQ(ahead.get(), AheadOutcome::late);
+  slot.reset();
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, 0);
+  EXPECT_EQ(open.get(),
+            str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))));
+}
+
 TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
   Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,cpu=2,partition=fixed:100/0/0");
   Daemon d(rig.opts);

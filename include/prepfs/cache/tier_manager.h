@@ -27,6 +27,8 @@ namespace prepfs {
 
 // Which tiers may keep what a fill produced (the partition's placement decides per sample).
 // Entries already cached are served wherever they are, admitted or not.
+enum class Join { wait, never };  // get_or_fill: whether to wait for another caller's fill
+
 struct Admission {
   bool ram = true;
   bool ssd = true;
@@ -94,7 +96,10 @@ class TierManager {
   // (ETIMEDOUT). Whatever RAM keeps is also queued to the SSD tier as a spare copy while the SSD
   // budget has room, so a restart starts warm (see SsdTier).
   // `sample` owns the entry (kNoSample: none): residency and ranking policies count by it.
-  ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample);
+  // With Join::never, a fill of key already under way is not waited for: null comes back at once.
+  // A caller holding a CPU slot passes it, since that fill may be waiting for the very slot.
+  ChunkRef get_or_fill(const CacheKey& key, Form form, Fill fill, Admission admit = {}, uint32_t sample = kNoSample,
+                       Join join = Join::wait);
   // A chunk the caller fetched with a smaller admission (a probe's first chunk, fetched among the
   // recent fills before the index knew the file for a sample), kept now as `admit` says, as its
   // fill would have kept it: an erase meanwhile wins the same way. get_or_fill cannot do this: it

@@ -60,7 +60,8 @@ class SampleStore {
 
   // Chunk `index` of the raw bytes (the last chunk may be shorter).
   ChunkRef raw(const Sample& s, uint64_t index);
-  // The decoded file: header + pixels (EIO for a file that is not a sample).
+  // The decoded file: header + pixels (EIO for a file that is not a sample). With a held slot,
+  // null while another caller decodes it (that decode may be waiting for the held slot).
   ChunkRef decoded(const Sample& s, SlotUse slot = SlotUse::take);
   // Variant `variant` of the augmented file. On its last serve the variant is never admitted to
   // a tier (and a cached copy is dropped): nobody will ask for it again.
