@@ -177,6 +177,9 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
   std::vector<size_t> lens;
   std::vector<uint32_t> server(keys.size());
   bool failed = false;
+  // The servers asked, each once: libmemcached reports a server it could not reach, or one that
+  // never answered, as if its keys were absent, so each is checked by its pending answers.
+  std::vector<uint32_t> asked;
   for (size_t i = 0; i < keys.size(); i++) {
     server[i] = server_of(m, keys[i]);
     if (skipped(server[i])) {
@@ -185,6 +188,7 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
     }
     ptrs.push_back(keys[i].data());
     lens.push_back(keys[i].size());
+    if (std::find(asked.begin(), asked.end(), server[i]) == asked.end()) asked.push_back(server[i]);
   }
   if (ptrs.empty()) return KvResult::failed;
   std::vector<bool> seen(keys.size());
@@ -193,12 +197,6 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
       if (!seen[i] && keys[i] == k) return i;
     return keys.size();
   };
-  // The servers asked, each once: libmemcached reports a server it could not reach, or one that
-  // never answered, as if its keys were absent, so each is checked by its pending answers.
-  std::vector<uint32_t> asked;
-  for (size_t i = 0; i < keys.size(); i++)
-    if (!skipped(server[i]) && std::find(asked.begin(), asked.end(), server[i]) == asked.end())
-      asked.push_back(server[i]);
   auto pending = [&](uint32_t s) { return memcached_server_response_count(memcached_server_instance_by_position(m, s)); };
   memcached_return_t rc = memcached_mget(m, ptrs.data(), lens.data(), ptrs.size());
   if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_SOME_ERRORS) {
@@ -227,6 +225,17 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
         late = failed = true;
       }
     if (late) memcached_quit(m);
+    // A connection that broke while answering is dropped (nothing pending), and the fetch call
+    // that met it forgets the failure when another server's value follows; the handle's last
+    // error (cleared by mget) still has it, and the last disconnected server says which.
+    const memcached_return_t last = memcached_last_error(m);
+    // (Which server is not said reliably: the ones holding keys that did not come back are the
+    // suspects, as below.)
+    if (!answered(last)) {
+      failed = true;
+      for (size_t i = 0; i < keys.size(); i++)
+        if (!seen[i] && !skipped(server[i])) judge(server[i], last);
+    }
   }
   if (!answered(rc) || (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND)) {
     // Which server failed is not said; the ones holding keys that did not come back are suspects.

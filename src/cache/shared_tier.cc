@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "prepfs/cache/shared_value.h"
@@ -20,9 +21,11 @@ LogLimiter g_corrupt_log, g_timeout_log, g_publish_log;
 // gives back only its own lease (remove_if), not one another node took once it expired.
 std::string lease_value() {
   static std::atomic<uint64_t> fills{0};
+  // Containers can share a host name and a pid: a random number per process tells them apart.
+  static const uint64_t nonce = std::random_device{}() * 0x100000000ull + std::random_device{}();
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(++fills);
+  return fmt::format("{}:{}:{:016x}:{}", host, getpid(), nonce, ++fills);
 }
 
 }  // namespace

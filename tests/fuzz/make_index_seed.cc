@@ -28,7 +28,8 @@ class SmallSource : public prepfs::Source {
     visit("README", {S_IFREG | 0644, 12, 5'000'000'000, {}});
     visit("latest", {S_IFLNK | 0777, 5, 6'000'000'000, "train"});
   }
-  prepfs::SourceStat stat(const std::string&) override { return {}; }
+  // Every directory as scanned (the save records a fingerprint only for one unchanged since).
+  prepfs::SourceStat stat(const std::string&) override { return {S_IFDIR | 0755, 0, 1'000'000'000, {}}; }
   std::optional<prepfs::DirFingerprint> dir_fingerprint(const std::string& rel) override {
     return prepfs::DirFingerprint{1'000'000'000, 1'000'000'001, 100 + rel.size()};
   }
