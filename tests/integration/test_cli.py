@@ -56,6 +56,16 @@ def test_unparsable_size(dirs):
     assert res.returncode == 2
 
 
+def test_a_metrics_address_that_is_no_numeric_address_is_a_usage_error_before_the_scan(dirs):
+    # It used to pass option parsing and fail only after the source was scanned and mounted
+    # (exit 1, and under systemd five such scans).
+    res = run(dirs / "src", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd,metrics_addr=localhost:9100")
+    assert_one_clear_line(res, "metrics_addr", "numeric")
+    assert res.returncode == 2
+    assert not is_mounted(str(dirs / "mnt"))
+    assert not (dirs / "ssd").exists() or not any((dirs / "ssd").iterdir()), "the source was scanned"
+
+
 def test_unknown_option(dirs):
     assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-o", "colour=blue"), "colour")
 
