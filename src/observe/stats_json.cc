@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "prepfs/common/json_text.h"
+
 namespace prepfs {
 namespace {
 
@@ -43,7 +45,7 @@ std::string shared_json(SharedTier* shared) {
     servers += fmt::format(
         R"({}{{"name": "{}", "up": {}, "failures": {}, "memory_bytes": {}, "extstore_bytes": {}, "used_bytes": {}, )"
         R"("items": {}, "evictions": {}, "item_size_max": {}}})",
-        servers.empty() ? "" : ", ", sv.name, sv.up ? "true" : "false", sv.failures, sv.memory_bytes, sv.extstore_bytes,
+        servers.empty() ? "" : ", ", json_escaped(sv.name), sv.up ? "true" : "false", sv.failures, sv.memory_bytes, sv.extstore_bytes,
         sv.used_bytes, sv.items, sv.evictions, sv.item_size_max);
   return fmt::format(R"(,
   "shared": {{"forms": [{}], "gets": {}, "get_seconds": {:.6f}, "by_form": {{{}}}, "servers": [{}]}})",

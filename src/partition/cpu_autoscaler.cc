@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "prepfs/common/json_text.h"
+
 namespace prepfs {
 namespace {
 
@@ -12,15 +14,6 @@ CpuControllerConfig bounded(CpuControllerConfig c, unsigned cores) {
   c.max_slots = std::max(1u, cores);
   c.min_slots = std::clamp(c.min_slots, 1u, c.max_slots);
   return c;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -116,7 +109,7 @@ std::string CpuAutoscaler::report_json() const {
       R"({{"mode": "{}", "slots": {}, "cores": {}, "grows": {}, "shrinks": {}, "stall_s_per_s": {:.6g}, )"
       R"("busy_slots": {:.6g}, "idle_cores": {:.6g}, "why": "{}", "last_change": "{}"}})",
       cfg_.automatic ? "auto" : "fixed", cfg_.automatic ? controller_.slots() : cfg_.fixed_slots, cfg_.cores, grows_,
-      shrinks_, w.stall_s / wall, w.busy_s / wall, w.idle_cores, json_string(last_.why), json_string(last_change_.why));
+      shrinks_, w.stall_s / wall, w.busy_s / wall, w.idle_cores, json_escaped(last_.why), json_escaped(last_change_.why));
 }
 
 }  // namespace prepfs

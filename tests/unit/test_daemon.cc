@@ -390,6 +390,16 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
 // again, and kept where the sample's slot is now: the variant is still rendered before its open.
 // Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
 // and the refetch kept the inputs in the slot the sample had when the task began.
+// A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=
+// parser allows it) made the whole file invalid JSON, and prepctl stats failed.
+TEST(Daemon, AServerNameWithAQuoteKeepsTheStatsValidJson) {
+  Rig rig("probe=mount,shared=memcached://odd\"name:11211");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string stats = d.stats_json();
+  EXPECT_NE(stats.find(R"("name": "odd\"name:11211")"), std::string::npos) << stats;
+}
+
 // Work ahead runs in a CPU slot it holds. It must not wait for an open's render of the same
 // variant: that render may be waiting for the very slot (cpu=1 here, or every slot held ahead),
 // and both used to wait out fill_wait (60 s) before the open got its variant.

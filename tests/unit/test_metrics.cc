@@ -8,12 +8,22 @@
 #include <vector>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/json_text.h"
 #include "prepfs/common/stats.h"
 #include "prepfs/http/metrics_http.h"
 #include "prepfs/observe/metrics.h"
 
 namespace prepfs {
 namespace {
+
+// Names go into .prepfs/stats between quotes: a memcached server named with a quote (the
+// shared= parser allows it) made the whole file invalid JSON, and prepctl stats failed.
+TEST(JsonText, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(json_escaped("plain:11211"), "plain:11211");
+  EXPECT_EQ(json_escaped("a\"b\\c"), "a\\\"b\\\\c");
+  EXPECT_EQ(json_escaped(std::string_view("tab\tnl\n\x01\0", 9)), "tab\\u0009nl\\u000a\\u0001\\u0000");
+  EXPECT_EQ(json_escaped("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes as it is
+}
 
 TEST(LatencyHistogram, BucketsByUpperBound) {
   LatencyHistogram h;
