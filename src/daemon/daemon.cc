@@ -384,6 +384,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
                                                  p.prober.get(), p.render_ahead.get(), opts.aug_page_cache,
                                                  &p.data_fs->revalidator(), &p.augmented_invalidations);
+  // What was staged for a file's old version is never served (the keys name it): its room goes.
+  p.data_fs->revalidator().on_change([&p](uint32_t node, const FileVersion&) { p.staging->drop_sample(node); });
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));
   p.view_paths = std::make_unique<ViewPaths>(*p.tree, *p.image_names);
   if (opts.prefetch_window > 0) {
@@ -489,6 +491,7 @@ const Options& Daemon::options() const { return p_->opts; }
 TierManager& Daemon::cache() { return *p_->cache; }
 SampleStore& Daemon::store() { return *p_->store; }
 Renderer& Daemon::renderer() { return *p_->renderer; }
+Staging& Daemon::staging() { return *p_->staging; }
 Planner& Daemon::planner() { return *p_->planner; }
 Placer& Daemon::placer() { return *p_->placer; }
 Profiler& Daemon::profiler() { return *p_->profiler; }

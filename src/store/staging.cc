@@ -80,6 +80,18 @@ void Staging::clear() {
   }
 }
 
+void Staging::drop_sample(uint32_t sample) {
+  std::lock_guard lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (it->second.sample == sample) {
+      count_wasted(it->second.by);
+      drop_locked(it);
+    }
+    it = next;
+  }
+}
+
 uint64_t Staging::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;

@@ -23,6 +23,7 @@
 #include "prepfs/store/render_ahead.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
+#include "prepfs/store/staging.h"
 #include "prepfs/store/verified_files.h"
 #include "prepfs/transform/augment.h"
 #include "prepfs/transform/jpeg_header.h"
@@ -390,6 +391,32 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
 // again, and kept where the sample's slot is now: the variant is still rendered before its open.
 // Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
 // and the refetch kept the inputs in the slot the sample had when the task began.
+// What was staged for a file is dropped when the file changes: never served (the keys name the
+// old version), but it held room and showed the sample as resident until a read took it, which
+// none would.
+TEST(Daemon, AChangedFileLeavesNothingStaged) {
+  Rig rig("probe=mount,metadata_ttl=0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string path = rig.images[0].first;
+  const uint64_t ino = walk(d.main_fs(), 1, "raw/" + path);
+  const Sample s = d.store().resolve(uint32_t(ino & 0xffffffffu));
+  const CacheKey staged = make_key(KeyFields{path, s.version, Form::raw});
+  auto bytes = [](size_t n) {
+    auto c = Chunk::allocate(n);
+    std::memset(c->mutable_data(), 'x', n);
+    return ChunkRef(c);
+  };
+  ASSERT_TRUE(d.staging().put(staged, bytes(5), s.node));
+  const CacheKey other = make_key(KeyFields{rig.images[1].first, FileVersion{1, 2, 3}, Form::raw});
+  ASSERT_TRUE(d.staging().put(other, bytes(5), s.node + 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rig.dir.write("src/" + path, "rewritten");
+  d.main_fs().lookup(walk(d.main_fs(), 1, "raw/cls"), "img0.jpg");  // revalidates (metadata_ttl=0)
+  EXPECT_FALSE(d.staging().contains(staged)) << "the old version's entry stayed staged";
+  EXPECT_TRUE(d.staging().contains(other));
+}
+
 // A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=
 // parser allows it) made the whole file invalid JSON, and prepctl stats failed.
 TEST(Daemon, AServerNameWithAQuoteKeepsTheStatsValidJson) {

@@ -19,6 +19,7 @@ namespace prepfs {
 class TierManager;
 class SampleStore;
 class Renderer;
+class Staging;
 class Placer;
 class Planner;
 class Profiler;
@@ -61,6 +62,7 @@ class Daemon {
   TierManager& cache();
   SampleStore& store();
   Renderer& renderer();
+  Staging& staging();
   Planner& planner();
   Placer& placer();
   Profiler& profiler();

@@ -47,6 +47,9 @@ class Staging {
   void drop(const CacheKey& key);
   bool contains(const CacheKey& key) const;
   void clear();  // every entry counts as wasted
+  // Drops every entry of a sample whose file changed (wasted): never served (their keys name the
+  // old version), but they held room and showed the sample as resident.
+  void drop_sample(uint32_t sample);
   uint64_t bytes() const;
   uint64_t ahead_bytes() const;
   uint64_t capacity() const { return capacity_; }
