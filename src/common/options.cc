@@ -129,8 +129,8 @@ const std::vector<OptionDoc>& option_docs() {
       {"s3_part_size", "SIZE", "S3 reads larger than this are split into parallel ranged GETs (default 8M)"},
       {"uid", "N", "owner (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user)"},
       {"gid", "N", "group (numeric) of the entries of a source without owners, i.e. S3 (default: the mounting user's)"},
-      {"allow_other", "", "let users other than the mounting one access the mount"},
-      {"debug", "", "log every FUSE request (implies -f)"},
+      {"allow_other", "BOOL", "let users other than the mounting one access the mount"},
+      {"debug", "BOOL", "log every FUSE request (implies -f)"},
   };
   return docs;
 }
@@ -246,13 +246,22 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "transform_mem") {
     o.transform_mem = size();
     if (o.transform_mem < (16u << 20)) throw bad_value(key, value, "expected at least 16M");
-  } else if (key == "fast_paths" || key == "crop_decode" || key == "render_ahead" || key == "aug_page_cache") {
+  } else if (key == "fast_paths" || key == "crop_decode" || key == "render_ahead" || key == "aug_page_cache" ||
+             key == "allow_other" || key == "debug") {
+    // (Given bare, a BOOL key arrives here as 1; =0 leaves it off.)
     need_value();
     if (value != "0" && value != "1") throw bad_value(key, value, "expected 0 or 1");
-    (key == "fast_paths"     ? o.fast_paths
-     : key == "crop_decode"  ? o.crop_decode
-     : key == "render_ahead" ? o.render_ahead
-                             : o.aug_page_cache) = value == "1";
+    const bool on = value == "1";
+    if (key == "debug") {
+      o.debug_fuse = on;
+      if (on) o.foreground = true;  // its trace goes to stderr
+    } else {
+      (key == "fast_paths"     ? o.fast_paths
+       : key == "crop_decode"  ? o.crop_decode
+       : key == "render_ahead" ? o.render_ahead
+       : key == "allow_other"  ? o.allow_other
+                               : o.aug_page_cache) = on;
+    }
   } else if (key == "metrics_addr") {
     need_value();
     size_t colon = value.rfind(':');
@@ -307,17 +316,6 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   } else if (key == "uid" || key == "gid") {
     need_value();
     (key == "uid" ? o.uid : o.gid) = parse_count(key, value, 0, 4294967294u);
-  } else if (key == "allow_other" || key == "debug") {
-    // Flags: bare or =1 turns one on, =0 leaves it off (any value used to turn it on, so
-    // allow_other=0 opened the mount to every user).
-    if (has_value && value != "0" && value != "1") throw bad_value(key, value, "expected no value, 0 or 1");
-    const bool on = !has_value || value == "1";
-    if (key == "allow_other") {
-      o.allow_other = on;
-    } else {
-      o.debug_fuse = on;
-      if (on) o.foreground = true;
-    }
   } else if (is_generic_mount_option(key))
     o.ignored.push_back(std::string(key));
   else
