@@ -95,13 +95,7 @@ int main(int argc, char** argv) {
     if (opts.source.empty() || opts.mountpoint.empty())
       throw prepfs::Error(EINVAL, "SOURCE and MOUNTPOINT are required (see prepfs --help)");
     // A usage error now, not after the scan and the mount (the server is made once they are).
-    if (!opts.metrics_addr.empty()) {
-      prepfs::parse_listen_addr(opts.metrics_addr);
-      if (!prepfs::MetricsHttpServer::available())
-        throw prepfs::Error(ENOTSUP, "metrics_addr=" + opts.metrics_addr +
-                                         ": this prepfs was built without libmicrohttpd; read "
-                                         "MOUNTPOINT/.prepfs/metrics instead");
-    }
+    if (!opts.metrics_addr.empty()) prepfs::MetricsHttpServer::check(opts.metrics_addr);
     prepfs::init_logging(opts.log_level);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prepfs: %s\n", e.what());

@@ -227,10 +227,9 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
     if (late) memcached_quit(m);
     // A connection that broke while answering is dropped (nothing pending), and the fetch call
     // that met it forgets the failure when another server's value follows; the handle's last
-    // error (cleared by mget) still has it, and the last disconnected server says which.
+    // error (cleared by mget) still has it. Which server is not said reliably: the ones holding
+    // keys that did not come back are the suspects, as below.
     const memcached_return_t last = memcached_last_error(m);
-    // (Which server is not said reliably: the ones holding keys that did not come back are the
-    // suspects, as below.)
     if (!answered(last)) {
       failed = true;
       for (size_t i = 0; i < keys.size(); i++)

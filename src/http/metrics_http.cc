@@ -43,6 +43,14 @@ ListenAddr parse_listen_addr(const std::string& addr) {
   return out;
 }
 
+void MetricsHttpServer::check(const std::string& addr) {
+  parse_listen_addr(addr);
+  if (!available())
+    throw Error(ENOTSUP, "metrics_addr=" + addr +
+                             ": this prepfs was built without libmicrohttpd; "
+                             "read MOUNTPOINT/.prepfs/metrics instead");
+}
+
 #if HAVE_MICROHTTPD
 namespace {
 
@@ -126,10 +134,7 @@ MetricsHttpServer::~MetricsHttpServer() {
 bool MetricsHttpServer::available() { return false; }
 
 MetricsHttpServer::MetricsHttpServer(const std::string& addr, Render render) : render_(std::move(render)) {
-  parse_listen_addr(addr);
-  throw Error(ENOTSUP, "metrics_addr=" + addr +
-                           ": this prepfs was built without libmicrohttpd; "
-                           "read MOUNTPOINT/.prepfs/metrics instead");
+  check(addr);  // throws: nothing to serve with
 }
 
 MetricsHttpServer::~MetricsHttpServer() = default;

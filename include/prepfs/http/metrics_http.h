@@ -26,6 +26,9 @@ class MetricsHttpServer {
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   static bool available();                 // built with libmicrohttpd
+  // What the constructor checks before it binds: the address parses and the build can serve it
+  // (throws as the constructor would). For a usage error at start, before any work.
+  static void check(const std::string& addr);
   unsigned port() const { return port_; }  // the bound port (useful with port 0)
   const Render& render() const { return render_; }
 
