@@ -71,6 +71,13 @@ struct Rig {
   }
 };
 
+// n bytes of filler, for entries a case puts in a tier or the staging itself.
+ChunkRef filler(size_t n) {
+  auto c = Chunk::allocate(n);
+  std::memset(c->mutable_data(), 'x', n);
+  return ChunkRef(c);
+}
+
 // Walks a path from a Filesystem's root inode, as the kernel's lookups would.
 uint64_t walk(Filesystem& fs, uint64_t root, const std::string& path) {
   uint64_t ino = root;
@@ -386,11 +393,6 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
   }
 }
 
-// A published order's variant is rendered ahead from inputs fetched first, in a cpu slot nobody
-// waits for. Inputs dropped meanwhile (a re-plan moved the sample; an eviction) are fetched
-// again, and kept where the sample's slot is now: the variant is still rendered before its open.
-// Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
-// and the refetch kept the inputs in the slot the sample had when the task began.
 // What was staged for a file is dropped when the file changes: never served (the keys name the
 // old version), but it held room and showed the sample as resident until a read took it, which
 // none would.
@@ -402,19 +404,34 @@ TEST(Daemon, AChangedFileLeavesNothingStaged) {
   const uint64_t ino = walk(d.main_fs(), 1, "raw/" + path);
   const Sample s = d.store().resolve(uint32_t(ino & 0xffffffffu));
   const CacheKey staged = make_key(KeyFields{path, s.version, Form::raw});
-  auto bytes = [](size_t n) {
-    auto c = Chunk::allocate(n);
-    std::memset(c->mutable_data(), 'x', n);
-    return ChunkRef(c);
-  };
-  ASSERT_TRUE(d.staging().put(staged, bytes(5), s.node));
+  ASSERT_TRUE(d.staging().put(staged, filler(5), s.node));
   const CacheKey other = make_key(KeyFields{rig.images[1].first, FileVersion{1, 2, 3}, Form::raw});
-  ASSERT_TRUE(d.staging().put(other, bytes(5), s.node + 1));
+  ASSERT_TRUE(d.staging().put(other, filler(5), s.node + 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   rig.dir.write("src/" + path, "rewritten");
   d.main_fs().lookup(walk(d.main_fs(), 1, "raw/cls"), "img0.jpg");  // revalidates (metadata_ttl=0)
   EXPECT_FALSE(d.staging().contains(staged)) << "the old version's entry stayed staged";
   EXPECT_TRUE(d.staging().contains(other));
+}
+
+// A prefetch the placement puts in RAM, which RAM refuses (its form at its quota: the plan's
+// estimate was short, or a re-plan is under way), is staged for the read. It went only among the
+// recent fills, which drop it as other files are read, and the read fetched it again.
+TEST(Daemon, APrefetchThatRamRefusesIsStagedForTheRead) {
+  Rig rig("probe=mount,partition=fixed:100/0/0,ssd=0,ram=1M");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string path = rig.images[0].first;
+  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  ASSERT_TRUE(s.placed);
+  // Something else fills the raw quota.
+  const CacheKey junk = make_key(KeyFields{"elsewhere.jpg", FileVersion{1, 2, 3}, Form::raw});
+  d.cache().keep(junk, filler(d.cache().stats(Tier::ram).quota_of(Form::raw) - 64), Form::raw, Admission{true, false});
+  ASSERT_TRUE(d.cache().in_tier(junk));
+  EXPECT_GT(d.store().prefetch(s, Form::raw, false), 0u);
+  const CacheKey k = make_key(KeyFields{path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
+  EXPECT_FALSE(d.cache().in_tier(k));
+  EXPECT_TRUE(d.staging().contains(k)) << "a prefetch RAM refused went only among the recent fills";
 }
 
 // A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=
@@ -456,6 +473,11 @@ TEST(Daemon, ARenderAheadDoesNotWaitForAnOpensRenderThatWaitsForItsSlot) {
             str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))));
 }
 
+// A published order's variant is rendered ahead from inputs fetched first, in a cpu slot nobody
+// waits for. Inputs dropped meanwhile (a re-plan moved the sample; an eviction) are fetched
+// again, and kept where the sample's slot is now: the variant is still rendered before its open.
+// Before, the task gave up, the coordinator had moved past it, and the open rendered it itself;
+// and the refetch kept the inputs in the slot the sample had when the task began.
 TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
   Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,cpu=2,partition=fixed:100/0/0");
   Daemon d(rig.opts);
