@@ -1,11 +1,18 @@
 #include "prepfs/fuse/mount.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/mountinfo.h"
@@ -14,24 +21,85 @@
 
 namespace prepfs {
 
-std::string check_mountpoint(const std::string& mnt) {
+namespace {
+
+// The absolute path of a mountpoint that cannot be stat'ed (a dead FUSE mount answers ENOTCONN
+// to its own root): its parent resolved, and its last name as given.
+std::string absolute_through_parent(const std::string& mnt) {
+  std::string path = mnt;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  char resolved[PATH_MAX];
+  if (name.empty() || name == "." || name == ".." || !realpath(parent.c_str(), resolved)) return "";
+  const std::string dir = resolved;
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// Whether the mount at abs is a FUSE mount whose daemon is gone: its connection answers ENOTCONN.
+// statfs always asks the daemon (a stat may be answered from the kernel's cached attributes long
+// after the daemon died). A live daemon that does not answer within 2 s counts as alive (busy).
+bool connection_is_dead(const std::string& abs) {
+  auto answer = std::make_shared<std::promise<int>>();
+  std::future<int> rc = answer->get_future();
+  std::thread([abs, answer] {
+    struct statvfs sv;
+    answer->set_value(::statvfs(abs.c_str(), &sv) == 0 ? 0 : errno);
+  }).detach();  // a hung daemon keeps the thread; the process goes on (and exits) without it
+  return rc.wait_for(std::chrono::seconds(2)) == std::future_status::ready && rc.get() == ENOTCONN;
+}
+
+// The file system type mounted on top at abs ("" when nothing is).
+std::string top_mount_type(const std::string& abs) {
+  std::string top;
+  for (const MountEntry& m : read_mountinfo())
+    if (m.mount_point == abs) top = m.fstype;  // a later entry is mounted on top
+  return top;
+}
+
+// A prepfs mount whose daemon died (a crash, SIGKILL, the OOM killer) answers ENOTCONN until
+// someone unmounts it; a restart (systemd's Restart=on-failure) would fail on it every time. Ours
+// (fuse.prepfs on top there) and dead, it is detached with the augmented/ and .prepfs/ mounts
+// below it; true then. Any other mount there, dead or alive, is the user's to look at.
+bool detach_dead_prepfs_mount(const std::string& abs) {
+  if (abs.empty() || top_mount_type(abs) != "fuse.prepfs" || !connection_is_dead(abs)) return false;
+  if (::umount2(abs.c_str(), MNT_DETACH) != 0) {
+    spdlog::warn("cannot detach the dead prepfs mount at {}: {}", abs, std::strerror(errno));
+    return false;
+  }
+  spdlog::warn("detached a dead prepfs mount at {} (the daemon that served it had exited)", abs);
+  return true;
+}
+
+std::string checked_mountpoint(const std::string& mnt, bool may_detach) {
   struct stat st, parent;
   if (::stat(mnt.c_str(), &st) != 0) {
-    if (errno == ENOTCONN)
-      throw Error(ENOTCONN, "mountpoint " + mnt + " is a dead FUSE mount; run 'umount " + mnt + "' first");
-    throw_errno(errno, "mountpoint " + mnt);
+    const int err = errno;
+    if (err == ENOTCONN && may_detach && detach_dead_prepfs_mount(absolute_through_parent(mnt)))
+      return checked_mountpoint(mnt, false);
+    if (err == ENOTCONN)
+      throw Error(ENOTCONN, "mountpoint " + mnt + " is a dead FUSE mount; run 'umount -l " + mnt + "' first");
+    throw_errno(err, "mountpoint " + mnt);
   }
   if (!S_ISDIR(st.st_mode)) throw Error(ENOTDIR, "mountpoint " + mnt + " is not a directory");
   char resolved[PATH_MAX];
   if (!realpath(mnt.c_str(), resolved)) throw_errno(errno, "mountpoint " + mnt);
   const std::string abs = resolved;
   if (abs == "/") return abs;
-  for (const MountEntry& m : read_mountinfo())
-    if (m.mount_point == abs) throw Error(EBUSY, "mountpoint " + mnt + " is busy: something is already mounted there");
+  if (!top_mount_type(abs).empty()) {
+    // The kernel may still answer a stat of a dead mount from cached attributes.
+    if (may_detach && detach_dead_prepfs_mount(abs)) return checked_mountpoint(mnt, false);
+    throw Error(EBUSY, "mountpoint " + mnt + " is busy: something is already mounted there");
+  }
   if (::stat((abs + "/..").c_str(), &parent) == 0 && parent.st_dev != st.st_dev)
     throw Error(EBUSY, "mountpoint " + mnt + " is busy: something is already mounted there");
   return abs;
 }
+
+}  // namespace
+
+std::string check_mountpoint(const std::string& mnt) { return checked_mountpoint(mnt, true); }
 
 namespace {
 

@@ -1,11 +1,12 @@
 """The command line: clear one-line errors, clean unmounts, background mode."""
+import errno
 import os
 import signal
 import subprocess
 
 import pytest
 
-from prepfs_harness import PREPFS_BIN, Prepfs, assert_one_clear_line, force_unmount, is_mounted, wait_for
+from prepfs_harness import PREPFS_BIN, Prepfs, SlowFs, assert_one_clear_line, force_unmount, is_mounted, wait_for
 
 
 def run(*args, timeout=30):
@@ -129,3 +130,35 @@ def test_bare_boolean_flags_mount_like_fstab_writes_them(dirs):
         assert open(fs.raw("x")).read() == "x"
     assert_one_clear_line(run(dirs / "src", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd,nocrop_decode"),
                           "nocrop_decode")
+
+
+def test_a_dead_mount_left_by_a_killed_daemon_is_detached_by_the_next_start(dirs):
+    # A daemon killed outright leaves its three mounts behind, dead: a request that reaches the
+    # daemon gets ENOTCONN (a stat may still be answered from cached attributes). The next start
+    # used to refuse them ("busy", or "dead FUSE mount"), so every systemd restart failed until
+    # someone unmounted by hand.
+    first = Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd")
+    try:
+        first.proc.kill()
+        first.proc.wait()
+        with pytest.raises(OSError) as dead:
+            os.statvfs(dirs / "mnt")
+        assert dead.value.errno == errno.ENOTCONN
+        with Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd") as again:
+            assert open(again.raw("x")).read() == "x"
+            assert "detached a dead prepfs mount" in again.log_text()
+    finally:
+        first.stop()
+    assert not is_mounted(str(dirs / "mnt")) and not is_mounted(str(dirs / "mnt" / ".prepfs"))
+
+
+def test_a_dead_mount_that_is_not_prepfs_is_left_to_the_user(dirs):
+    slow = SlowFs(dirs / "src", dirs / "mnt")
+    try:
+        slow.proc.kill()
+        slow.proc.wait()
+        res = run(dirs / "src", dirs / "mnt", "-f", "-o", f"ssd_dir={dirs}/ssd")
+        assert_one_clear_line(res, "mountpoint", "mnt")
+        assert is_mounted(str(dirs / "mnt")), "someone else's dead mount was detached"
+    finally:
+        slow.stop()

@@ -11,7 +11,8 @@
 namespace prepfs {
 
 // A mountpoint must exist, be a directory and have nothing mounted on it. Returns its absolute
-// path; each problem is one clear Error.
+// path; each problem is one clear Error. A dead prepfs mount there (its daemon died without
+// unmounting) is detached first, so a restart mounts again.
 std::string check_mountpoint(const std::string& mnt);
 
 class Mount {
