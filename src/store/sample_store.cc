@@ -265,10 +265,13 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   if (cache_.contains(key) || (jobs_.staging && jobs_.staging->contains(key))) return 0;
   const Admission where = admit(s, form);
   Prefetching marked(*this, key);
-  // Kept where the placement keeps it; otherwise staged (not in the recent fills: the staging is
-  // the prefetcher's own, bounded, and the read takes it from there). Placed but refused (its
-  // form at its quota) is staged too: the recent fills would drop it before the read came.
-  ChunkRef c = cache_.get_or_fill(key, form, make, where.any() ? where : Admission::staged(), s.node);
+  // Kept where the placement keeps it; otherwise staged, not left among the recent fills (the
+  // staging is the prefetcher's own, bounded, and the read takes it from there, counted). Placed
+  // but refused (its form at its quota) is staged too: the recent fills would drop it before the
+  // read came, and a read served there would leave the staged copy to waste.
+  Admission a = where.any() ? where : Admission::staged();
+  if (jobs_.staging) a.recent = false;
+  ChunkRef c = cache_.get_or_fill(key, form, make, a, s.node);
   if (jobs_.staging && !cache_.in_tier(key)) jobs_.staging->put(key, c, s.node);
   return c->size();
 }

@@ -432,6 +432,9 @@ TEST(Daemon, APrefetchThatRamRefusesIsStagedForTheRead) {
   const CacheKey k = make_key(KeyFields{path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
   EXPECT_FALSE(d.cache().in_tier(k));
   EXPECT_TRUE(d.staging().contains(k)) << "a prefetch RAM refused went only among the recent fills";
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(rig.images[0].second));
+  EXPECT_EQ(load(d.prefetch_counters().hits), 1u) << "the read did not take what was staged for it";
+  EXPECT_FALSE(d.staging().contains(k));
 }
 
 // A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=
