@@ -392,6 +392,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
     PrefetchConfig pc;
     pc.window_bytes = opts.prefetch_window;
     pc.max_in_flight = opts.prefetch_threads;
+    pc.idle_after = std::chrono::milliseconds(static_cast<int64_t>(opts.prefetch_idle * 1000));
     p.prefetcher =
         std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc, p.prefetch_counters,
                                      [&p](uint32_t node, uint32_t later) {

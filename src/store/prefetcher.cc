@@ -69,19 +69,29 @@ uint64_t Prefetcher::outstanding_bytes() const {
 // (its frontier), round-robin across jobs, and queues those not ready until a bound is reached.
 void Prefetcher::round() {
   std::vector<JobAhead> jobs = knowledge_.upcoming(frontier_, cfg_.lookahead);
+  const auto now = std::chrono::steady_clock::now();
   std::map<std::string, uint64_t> live;
-  for (JobAhead& j : jobs) {
+  std::vector<size_t> next(jobs.size(), 0);
+  for (size_t ji = 0; ji < jobs.size(); ji++) {
+    const JobAhead& j = jobs[ji];
     live[j.name] = 0;
     auto& items = outstanding_[j.name];
     while (!items.empty() && items.front().first < j.cursor) items.pop_front();
+    auto [m, came] = moved_.try_emplace(j.name, Moved{j.cursor, now});
+    if (!came && m->second.cursor != j.cursor) m->second = {j.cursor, now};
+    if (now - m->second.at >= cfg_.idle_after) {  // idle: its charges go, and it waits its turn
+      items.clear();
+      next[ji] = j.ahead.size();
+    }
   }
-  for (auto it = outstanding_.begin(); it != outstanding_.end();)  // ended jobs
-    it = live.count(it->first) ? std::next(it) : outstanding_.erase(it);
-  for (auto it = frontier_.begin(); it != frontier_.end();)
-    it = live.count(it->first) ? std::next(it) : frontier_.erase(it);
+  auto forget_ended = [&](auto& per_job) {
+    for (auto it = per_job.begin(); it != per_job.end();) it = live.count(it->first) ? std::next(it) : per_job.erase(it);
+  };
+  forget_ended(outstanding_);
+  forget_ended(frontier_);
+  forget_ended(moved_);
 
   uint64_t window = outstanding_bytes();
-  std::vector<size_t> next(jobs.size(), 0);
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t ji = 0; ji < jobs.size(); ji++) {

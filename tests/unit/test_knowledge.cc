@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "prepfs/cache/policy.h"
 #include "prepfs/cache/tier_index.h"
@@ -425,6 +428,46 @@ TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
   EXPECT_LE(number("max_window_bytes"), 350u * 1024);
   EXPECT_EQ(number("unexpected_reads"), 0u);
   EXPECT_EQ(number("pending"), 0u) << "every published access was read";
+}
+
+// A job that stops reading without ending its order (its process killed) held its share of the
+// window for good: the prefetcher releases a charge only when the job's cursor passes it, and the
+// cursor of a dead job never moves. Every other job then got nothing prefetched. Idle past
+// prefetch_idle, a job holds no window (and gets nothing prefetched) until it reads again.
+TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
+  test::TempDir dir;
+  const size_t size = 100'000;
+  for (int i = 0; i < 20; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
+  Options o;
+  o.source = dir / "src";
+  o.mountpoint = dir / "mnt";
+  o.ssd_dir = dir / "cache";
+  o.ram_bytes = 0;  // everything prefetched is staged, and counted in the window until read
+  o.ssd_bytes = 0;
+  o.log_level = "warn";
+  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=0.2");
+  finalize_options(o);
+  Daemon d(o);
+  auto order = [](const std::string& job, int first) {
+    std::string text = "job " + job + "\n";
+    for (int i = first; i < first + 10; i++) text += "raw/f" + std::to_string(100 + i) + "\n";
+    return text;
+  };
+  auto prefetched = [&] { return d.prefetch_counters().prefetched.load(); };
+  auto wait_until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return done();
+  };
+  write_control(d, "order", order("dead", 0));  // published, never read: the window fills
+  ASSERT_TRUE(wait_until([&] { return prefetched() == 3; })) << prefetched();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(prefetched(), 3u) << "the window holds three files";
+  write_control(d, "order", order("live", 10));
+  EXPECT_TRUE(wait_until([&] { return prefetched() >= 6; })) << "the dead job held the window: " << prefetched();
+  for (int i = 10; i < 20; i++)
+    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
+  EXPECT_GE(d.prefetch_counters().hits.load(), 3u);
+  EXPECT_LE(prefetched(), 13u) << "the idle job got more prefetched";
 }
 
 }  // namespace

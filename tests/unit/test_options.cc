@@ -252,13 +252,14 @@ TEST(Options, FlagsGivenZeroStayOff) {
 TEST(Options, SecondsAreFiniteAndAtLeastAMillisecondWhereMilliseconds) {
   for (const char* bad : {"metadata_ttl=nan", "metadata_ttl=infinity", "metadata_ttl=1e999", "shared_timeout=nan",
                           "shared_lease_ttl=nan", "s3_timeout=nan", "s3_timeout=1e999", "s3_timeout=0.0004",
-                          "s3_retry_time=infinity"}) {
+                          "s3_retry_time=infinity", "prefetch_idle=0", "prefetch_idle=nan"}) {
     Options o;
     EXPECT_THROW(apply_option_list(o, bad), Error) << bad;
   }
   Options o;
-  apply_option_list(o, "metadata_ttl=never,s3_timeout=0.5,metadata_ttl=2.5");
+  apply_option_list(o, "metadata_ttl=never,s3_timeout=0.5,metadata_ttl=2.5,prefetch_idle=0.2");
   EXPECT_EQ(o.metadata_ttl, 2.5);
+  EXPECT_EQ(o.prefetch_idle, 0.2);
 }
 
 TEST(Options, SharedServerListKeepsItsCommasInAnOptionList) {
