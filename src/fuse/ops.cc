@@ -78,8 +78,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // The tree only changes through explicit revalidation, which invalidates explicitly; asking
   // the kernel to check mtimes on every read would add a GETATTR round trip per read.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-  if (self->config().skip_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
-    spdlog::info("kernel lacks no_open support: every open will be a round trip");
+  self->kernel_capable(conn->capable);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -114,7 +113,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     OpenReply r = fs_of(req).open(ino, fi->flags);
-    if (!r.needs_open && session_of(req).config().skip_open) {
+    if (!r.needs_open && session_of(req).skips_open()) {
       // ENOSYS tells the kernel to stop sending OPEN and RELEASE on this connection and to keep
       // the page cache: a warm small-file read then never leaves the kernel.
       fuse_reply_err(req, ENOSYS);
@@ -161,7 +160,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "opendir", [&] {
     Attr a = fs_of(req).getattr(ino);
     if (!S_ISDIR(a.mode)) throw Error(ENOTDIR, "not a directory");
-    if (session_of(req).config().skip_open) {
+    if (session_of(req).skips_opendir()) {
       fuse_reply_err(req, ENOSYS);  // as for OPEN: no per-handle state, skip the round trips
       return;
     }

@@ -47,6 +47,13 @@ std::string escape_option(std::string s) {
 
 FuseSession::FuseSession(Filesystem& fs, SessionConfig cfg) : fs_(fs), cfg_(std::move(cfg)) {}
 
+void FuseSession::kernel_capable(unsigned capable) {
+  skip_open_ = cfg_.skip_open && (capable & FUSE_CAP_NO_OPEN_SUPPORT);
+  skip_opendir_ = cfg_.skip_open && (capable & FUSE_CAP_NO_OPENDIR_SUPPORT);
+  if (cfg_.skip_open && !(skip_open_ && skip_opendir_))
+    spdlog::info("{}: the kernel lacks no-open support; every open is a round trip", cfg_.mountpoint);
+}
+
 FuseSession::~FuseSession() {
   stop();
   if (se_) fuse_session_destroy(se_);

@@ -47,6 +47,12 @@ class FuseSession {
   // Used by the request handlers (C callbacks); not for other callers.
   Filesystem& fs() { return fs_; }
   const SessionConfig& config() const { return cfg_; }
+  // At INIT, the kernel's capabilities (libfuse's FUSE_CAP_* bits). OPEN and OPENDIR are answered
+  // ENOSYS (the kernel then stops sending them and their RELEASEs) only where the kernel supports
+  // it: an older one hands ENOSYS to the caller, and every open would fail.
+  void kernel_capable(unsigned capable);
+  bool skips_open() const { return skip_open_.load(std::memory_order_relaxed); }
+  bool skips_opendir() const { return skip_opendir_.load(std::memory_order_relaxed); }
 
  private:
   void notify_loop();
@@ -57,6 +63,7 @@ class FuseSession {
   bool mounted_ = false;
   unsigned conn_id_ = 0;  // /sys/fs/fuse/connections/<id>, to abort a connection that will not die
   std::thread loop_;
+  std::atomic<bool> skip_open_{false}, skip_opendir_{false};  // set at INIT, before any other request
   std::atomic<bool> stopping_{false};  // set by stop(); otherwise an ended loop means umount(8)
   std::atomic<bool> notify_stop_{false};
   std::thread notifier_;
