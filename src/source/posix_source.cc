@@ -242,19 +242,22 @@ size_t PosixSource::read(const std::string& rel, const FileVersion& expect, uint
   SourceBusy busy(counters_);
   try {
     auto file = open_file(rel, expect);
-    size_t n = io::pread_full(file->fd, buf, len, off);
-    // Checked again after the read, through the same descriptor: a write before or during the
-    // read moved the ctime (the kernel updates it before copying data), a deletion the link
-    // count (and the ctime). Either way the bytes may belong to another version: none are served.
-    struct stat st;
-    if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
+    size_t n = 0;
     try {
+      n = io::pread_full(file->fd, buf, len, off);
+      // Checked again after the read, through the same descriptor: a write before or during the
+      // read moved the ctime (the kernel updates it before copying data), a deletion the link
+      // count (and the ctime). Either way the bytes may belong to another version: none are served.
+      struct stat st;
+      if (fstat(file->fd, &st) != 0) throw_errno(errno, "stat source file " + rel);
       check_version(rel, expect, stat_version(st));
       if (st.st_nlink == 0) {
         bump(counters_.changed);
         throw Error(EIO, "source file " + rel + " was deleted");
       }
     } catch (const Error&) {
+      // A descriptor that failed (a stale NFS handle, a changed file) is not used again: the next
+      // read opens the file afresh.
       forget_open_file(rel, file);
       throw;
     }
