@@ -39,19 +39,22 @@ bool RamTier::put(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sampl
     // The recent fills give their room first: they are the cheapest bytes to lose.
     if (ChunkRef same = recent_.erase(key)) released.push_back(std::move(same));
     recent_.shrink_to(recent_room(chunk->size()), &released);
-    if (!index_.admit(key, chunk->size(), form, &evicted, sample)) {
-      bump(counters_.rejected);
-      return false;
-    }
+    const bool admitted = index_.admit(key, chunk->size(), form, &evicted, sample);
+    // What left the index leaves the tier, admitted or not (a refusal may follow evictions).
     for (const CacheKey& k : evicted) {
       auto it = chunks_.find(k);
+      if (it == chunks_.end()) continue;
       released.push_back(std::move(it->second));
       chunks_.erase(it);
+    }
+    bump(counters_.evictions, evicted.size());
+    if (!admitted) {
+      bump(counters_.rejected);
+      return false;
     }
     chunks_[key] = std::move(chunk);
   }
   bump(counters_.inserts);
-  bump(counters_.evictions, evicted.size());
   return true;
 }
 

@@ -110,8 +110,9 @@ void SsdTier::collect(const std::vector<CacheKey>& evicted, Names* gone) {
 
 bool SsdTier::admit_planned(const Job& job, uint64_t size, Names* gone) {
   std::vector<CacheKey> evicted;
-  if (!planned_.admit(job.key, size, job.form, &evicted, job.sample)) return false;
-  collect(evicted, gone);
+  const bool admitted = planned_.admit(job.key, size, job.form, &evicted, job.sample);
+  collect(evicted, gone);  // admitted or not: a refusal may follow evictions
+  if (!admitted) return false;
   evicted.clear();
   // Spare copies give way to planned entries.
   spare_.set_budget(planned_.budget() - std::min(planned_.budget(), planned_.bytes()), &evicted);

@@ -27,6 +27,7 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
       return true;
     }
     erase_entry(it);  // same key, other size: cannot happen with versioned keys, but stay exact
+    if (evicted) evicted->push_back(key);
   }
   const size_t fi = static_cast<size_t>(form);
   if (size > budget_ || size > quota_[fi]) return false;
@@ -50,7 +51,8 @@ bool TierIndex::admit(const CacheKey& key, uint64_t size, Form form, std::vector
   }
   // Only a policy that never evicts can run out of victims while over budget (LRU and random
   // always have one while bytes_ > 0). A ranking policy may keep its first victim over this
-  // entry; that is decided before anything is evicted, so a refusal leaves the tier as it was.
+  // entry; that is decided before the budget evicts anything (the form's step above may have
+  // evicted already: those are in *evicted all the same).
   bool first = true;
   while (bytes_ + size > budget_) {
     std::optional<CacheKey> v = victim_for_room();

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -14,6 +15,8 @@
 #include <thread>
 
 #include "prepfs/cache/key.h"
+#include "prepfs/cache/policy.h"
+#include "prepfs/cache/sample_knowledge.h"
 #include "prepfs/cache/ram_tier.h"
 #include "prepfs/cache/ssd_tier.h"
 #include "prepfs/cache/tier_manager.h"
@@ -286,6 +289,38 @@ TEST(TierManager, AChunkTheRamTierRefusesIsNotFetchedAgain) {
 }
 
 // The recent fills live in the room the RAM tier's entries leave free, and give it back first.
+// A ranking policy's admission may evict within the newcomer's form (to its quota) and then refuse
+// it at the budget (the next victim ranks better than the newcomer). What the form's step evicted
+// left the index, but the tier kept serving it: never evicted again, over budget, one more such
+// chunk at every other admission. Whatever leaves the index leaves the tier, admitted or not.
+TEST(RamTier, ARefusedAdmissionLeavesNothingTheIndexNoLongerCounts) {
+  struct Future : SampleKnowledge {
+    uint64_t next_use(uint32_t s) const override { return std::array<uint64_t, 5>{100, 90, 10, 5, 50}[s]; }
+    double importance(uint32_t) const override { return 1; }
+    bool has_future() const override { return true; }
+    uint64_t generation() const override { return 1; }
+  } knows;
+  TierCounters c;
+  RamTier ram(4, make_policy("belady", 1, &knows), c);
+  std::vector<CacheKey> k;
+  for (int i = 0; i < 5; i++) k.push_back(key_for("s" + std::to_string(i)));
+  ASSERT_TRUE(ram.put(k[0], chunk_of("a"), Form::raw, 0));
+  ASSERT_TRUE(ram.put(k[1], chunk_of("b"), Form::raw, 1));
+  ASSERT_TRUE(ram.put(k[2], chunk_of("c"), Form::decoded, 2));
+  ASSERT_TRUE(ram.put(k[3], chunk_of("d"), Form::decoded, 3));
+  ram.set_form_quotas({3, 1, 0});  // a re-plan: decoded is above its new quota
+  // raw's step evicts s0 (used at 100) for s4 (50); the budget's victim, s2 (10), ranks better.
+  EXPECT_FALSE(ram.put(k[4], chunk_of("xx"), Form::raw, 4));
+  size_t served = 0;
+  for (int i = 0; i < 5; i++) {
+    const bool held = ram.get(k[i]) != nullptr;
+    EXPECT_EQ(ram.contains(k[i]), held) << "s" << i << (held ? " is served but not counted" : " is counted but gone");
+    served += held;
+  }
+  EXPECT_EQ(ram.stats().entries, served);
+  EXPECT_LE(ram.stats().bytes, 4u);
+}
+
 TEST(RamTier, RecentFillsCountAgainstTheBudget) {
   TierCounters c;
   const uint64_t mib = 1 << 20, budget = 24 * mib;

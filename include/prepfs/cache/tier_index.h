@@ -34,9 +34,10 @@ class TierIndex {
   TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, SampleResidency* residency = nullptr);
 
   // Records key (an entry of `sample`) with size bytes after evicting what the policy chooses to
-  // make room. Returns false, and changes nothing, when the entry cannot fit (larger than the
-  // budget, or the policy does not evict, or a policy that ranks samples keeps its victim over
-  // this one). Evicted keys are appended to *evicted for the caller to release.
+  // make room. Returns false when the entry cannot fit (larger than the budget, or the policy does
+  // not evict, or a policy that ranks samples keeps its victim over this one). Evicted keys are
+  // appended to *evicted for the caller to release, admitted or not: a refusal can come after
+  // some evictions (the form's own, to its quota, then the budget's victim ranks better).
   bool admit(const CacheKey& key, uint64_t size, Form form, std::vector<CacheKey>* evicted,
              uint32_t sample = kNoSample);
   // The next use or importance of a sample changed: its entries are re-ranked.
