@@ -179,7 +179,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
     // would duplicate what another job is about to fetch for it.
     if (j->opportunistic) continue;
-    JobAhead v{name, j->cursor, {}};
+    JobAhead v{name, j->cursor, j->consumed_count + j->end(), {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
     // Per (node, form) seen: its pending accesses before the next one. Only the same form's count
@@ -199,6 +199,15 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     out.push_back(std::move(v));
   }
   return out;
+}
+
+bool JobKnowledge::passed(const std::string& name, uint64_t pos) const {
+  std::shared_lock lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return true;
+  const Job& j = *it->second;
+  if (pos < j.cursor) return true;
+  return pos < j.end() && j.consumed[pos - j.base];
 }
 
 bool JobKnowledge::has_future() const { return future_.load(std::memory_order_relaxed); }

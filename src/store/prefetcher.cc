@@ -64,8 +64,8 @@ uint64_t Prefetcher::outstanding_bytes() const {
   return total;
 }
 
-// The window is what was prefetched for a job and not read yet: per job, the issued accesses at
-// or after its cursor. A round walks each job's accesses from where the last round stopped
+// The window is what was prefetched for a job and not read yet: per job, the issued accesses it
+// has not read (nor dropped by a reset). A round walks each job's accesses from where the last round stopped
 // (its frontier), round-robin across jobs, and queues those not ready until a bound is reached.
 void Prefetcher::round() {
   std::vector<JobAhead> jobs = knowledge_.upcoming(frontier_, cfg_.lookahead);
@@ -75,10 +75,12 @@ void Prefetcher::round() {
   for (size_t ji = 0; ji < jobs.size(); ji++) {
     const JobAhead& j = jobs[ji];
     live[j.name] = 0;
+    // A charge goes once its access is read, wherever the cursor is: a read the page cache
+    // answered leaves its position unconsumed, and the cursor stops there until the next reset.
     auto& items = outstanding_[j.name];
-    while (!items.empty() && items.front().first < j.cursor) items.pop_front();
-    auto [m, came] = moved_.try_emplace(j.name, Moved{j.cursor, now});
-    if (!came && m->second.cursor != j.cursor) m->second = {j.cursor, now};
+    std::erase_if(items, [&](const auto& item) { return knowledge_.passed(j.name, item.first); });
+    auto [m, came] = moved_.try_emplace(j.name, Moved{j.activity, now});
+    if (!came && m->second.activity != j.activity) m->second = {j.activity, now};
     if (now - m->second.at >= cfg_.idle_after) {  // idle: its charges go, and it waits its turn
       items.clear();
       next[ji] = j.ahead.size();

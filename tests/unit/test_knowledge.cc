@@ -470,5 +470,39 @@ TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
   EXPECT_LE(prefetched(), 13u) << "the idle job got more prefetched";
 }
 
+// A read the kernel's page cache answers never reaches the daemon: its position stays unconsumed,
+// and the job's cursor stops there until the next reset. The window's charges went only as the
+// cursor passed them, so every later read left its charge behind and prefetching stopped after
+// one window. A charge now goes when its own access is read.
+TEST(Prefetcher, ReadsPastAnUnseenReadReleaseTheirWindow) {
+  test::TempDir dir;
+  const size_t size = 100'000;
+  for (int i = 0; i < 10; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
+  Options o;
+  o.source = dir / "src";
+  o.mountpoint = dir / "mnt";
+  o.ssd_dir = dir / "cache";
+  o.ram_bytes = 0;  // everything prefetched is staged, and counted in the window until read
+  o.ssd_bytes = 0;
+  o.log_level = "warn";
+  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2");
+  finalize_options(o);
+  Daemon d(o);
+  std::string order = "job t\n";
+  for (int i = 0; i < 10; i++) order += "raw/f" + std::to_string(100 + i) + "\n";
+  write_control(d, "order", order);
+  auto prefetched = [&] { return d.prefetch_counters().prefetched.load(); };
+  auto wait_until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return done();
+  };
+  ASSERT_TRUE(wait_until([&] { return prefetched() == 3; })) << prefetched();
+  // f100 is read from the page cache (the daemon never sees it); f101 and f102 reach the daemon.
+  for (int i = 1; i < 3; i++)
+    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
+  EXPECT_TRUE(wait_until([&] { return prefetched() >= 5; }))
+      << "the reads past f100 did not give their window back: " << prefetched();
+}
+
 }  // namespace
 }  // namespace prepfs

@@ -29,9 +29,9 @@ struct PrefetchConfig {
   uint64_t window_bytes = 256ull << 20;  // staged + in flight
   unsigned max_in_flight = 16;           // concurrent prefetches (source requests, renders)
   size_t lookahead = 4096;               // accesses per job considered each round
-  // A job whose cursor has not moved for this long (killed without ending its order, or paused)
-  // holds none of the window and gets nothing prefetched until it reads again; else a dead job's
-  // charges, never passed by its cursor, would hold the window from every other job.
+  // A job that has neither read nor published for this long (killed without ending its order, or
+  // paused) holds none of the window and gets nothing prefetched until it reads again; else a
+  // dead job's charges, never read, would hold the window from every other job.
   std::chrono::milliseconds idle_after{std::chrono::seconds(30)};
 };
 
@@ -75,10 +75,10 @@ class Prefetcher {
   std::map<std::string, uint64_t> frontier_;  // per job: the next position not looked at yet
   std::map<std::string, std::deque<std::pair<uint64_t, uint64_t>>> outstanding_;  // (position, bytes) not read yet
   struct Moved {
-    uint64_t cursor;
+    uint64_t activity;
     std::chrono::steady_clock::time_point at;
   };
-  std::map<std::string, Moved> moved_;  // per job: its cursor, and when it last moved (or the job came)
+  std::map<std::string, Moved> moved_;  // per job: its activity, and when it last grew (or the job came)
 
   std::mutex mu_;
   std::condition_variable wake_cv_, work_cv_;
