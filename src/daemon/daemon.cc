@@ -450,8 +450,9 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
     // this thread, never a reader's: a dead server costs this call its timeouts.
     if (p.shared && p.shared_ticks++ % 30 == 0) p.shared->store().refresh_servers();
     if (p.shared && !fixed_shared_forms(p.opts)) p.choose_shared_forms();
-    // Once the last header a lazy first mount did not read is known: persist, and plan again.
-    if (!p.headers_done && p.tree->probed()) p.headers_known();
+    // Once the last header a lazy first mount did not read is known (or failed its last read):
+    // persist, and plan again.
+    if (!p.headers_done && p.prober->settled()) p.headers_known();
     p.cpu->tick();  // cpu=auto: the slot count for the next second, before the plan reads it
     p.planner->on_tick();
     p.note_source_changes();

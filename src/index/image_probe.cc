@@ -96,7 +96,9 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
       try {
         dims[id] = probe_image(source, tree.path(id), tree.version(id));
       } catch (const std::exception& e) {
-        spdlog::warn("{}: cannot read its header: {}", tree.path(id), e.what());
+        // Left unread, not "no image": the views read it again at its next use.
+        dims[id] = ImageDims::unprobed();
+        spdlog::warn("{}: cannot read its header ({}); it is read again at its next use", tree.path(id), e.what());
       }
     }
   };

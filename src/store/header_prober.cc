@@ -42,11 +42,36 @@ void HeaderProber::probe(uint32_t node, bool whole_chunk) {
       store_.probe_head(s);
     else
       tree_.set_dims(node, s.version, probe_image(source_, s.path, s.version));
+    read_ok(node);
   } catch (const std::exception& e) {
-    // Unreadable now: not served as an image (as a full scan would have decided).
-    spdlog::warn("{}: cannot read its header: {}", s.path, e.what());
-    tree_.set_dims(node, s.version, ImageDims{});
+    failed(node, s.path, e);
   }
+}
+
+// Unreadable now (the source failed, not the file: a file that is no image is read fine and
+// recorded as such): left unread, so not shown in decoded/ and augmented/ until a read succeeds.
+void HeaderProber::failed(uint32_t node, const std::string& path, const std::exception& e) {
+  size_t n;
+  {
+    std::lock_guard lock(failed_mu_);
+    failed_.insert(node);
+    n = failed_.size();
+  }
+  if (failure_log_.allow())
+    spdlog::warn("{}: cannot read its header ({}); it is read again at its next use ({} file{} so far)", path,
+                 e.what(), n, n == 1 ? "" : "s");
+}
+
+void HeaderProber::read_ok(uint32_t node) {
+  std::lock_guard lock(failed_mu_);
+  failed_.erase(node);
+}
+
+bool HeaderProber::settled() const {
+  std::lock_guard lock(failed_mu_);
+  uint64_t unread = 0;  // of those that failed, the ones still unread (a raw/ read may have read one since)
+  for (uint32_t node : failed_) unread += !tree_.dims(node).known();
+  return tree_.unprobed_count() == unread;
 }
 
 void HeaderProber::ensure(uint32_t node) { probe(node, true); }
@@ -85,9 +110,9 @@ void HeaderProber::ensure_some(size_t count) {
       // Another node's first chunk when the shared tier has it; else the header bytes alone.
       std::optional<ImageDims> d = store_.dims_from_shared(s);
       tree_.set_dims(node, s.version, d ? *d : probe_image(source_, s.path, s.version));
+      read_ok(node);
     } catch (const std::exception& e) {
-      spdlog::warn("{}: cannot read its header: {}", s.path, e.what());
-      tree_.set_dims(node, s.version, ImageDims{});
+      failed(node, s.path, e);
     }
   });
 }

@@ -16,10 +16,12 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/index/image_probe.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/partition/planner.h"
 #include "prepfs/partition/profiler.h"
 #include "prepfs/source/posix_source.h"
+#include "prepfs/store/header_prober.h"
 #include "prepfs/store/render_ahead.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
@@ -774,6 +776,55 @@ class AfterReadSource : public Source {
   PosixSource inner_;
   std::function<void()> hook_;
 };
+
+// A directory source whose reads fail while it is down (a remote source's outage).
+class FlakySource : public Source {
+ public:
+  explicit FlakySource(const std::string& root) : inner_(root) {}
+  std::atomic<bool> down{false};
+  std::string identity() const override { return inner_.identity(); }
+  void scan(const Visitor& visit) override { inner_.scan(visit); }
+  SourceStat stat(const std::string& rel) override { return inner_.stat(rel); }
+  std::optional<DirFingerprint> dir_fingerprint(const std::string& rel) override { return inner_.dir_fingerprint(rel); }
+  size_t read(const std::string& rel, const FileVersion& expect, uint64_t off, void* buf, size_t len) override {
+    if (down) throw Error(EIO, "the source is down");
+    return inner_.read(rel, expect, off, buf, len);
+  }
+
+ private:
+  PosixSource inner_;
+};
+
+// A header read that failed (the source down, a timeout) was recorded as "no image": the file
+// was gone from decoded/ and augmented/ for good, and index.bin kept it so for later mounts. It
+// stays unread now, and its next use reads it again; either way, at mount or while serving.
+TEST(HeaderProber, AHeaderReadThatFailsIsReadAgainAtTheNextUse) {
+  for (const bool at_mount : {false, true}) {
+    SCOPED_TRACE(at_mount ? "probed at mount" : "probed while serving");
+    test::TempDir d;
+    const std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(64, 48, 3, 1), 64, 48, 3);
+    d.write("src/img.jpg", std::string(jpeg.begin(), jpeg.end()));
+    FlakySource src(d / "src");
+    Tree tree = Tree::scan(src);
+    const uint32_t node = *tree.lookup(Tree::kRoot, "img.jpg");
+    src.down = true;
+    probe_images(tree, src, at_mount ? 2 : 0, nullptr);  // 0: a lazy first mount, nothing read
+    TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
+    test::ReadPath rp(src, tree, cache);
+    HeaderProber prober(tree, rp.store, src, 2);
+    if (!at_mount) prober.ensure_dir(Tree::kRoot);
+    EXPECT_FALSE(tree.dims(node).known()) << "a failed read was recorded as " << tree.dims(node).width << "x"
+                                          << tree.dims(node).height;
+    if (!at_mount) {
+      EXPECT_TRUE(prober.settled()) << "every header was tried";
+    }
+    src.down = false;
+    prober.ensure_dir(Tree::kRoot);
+    EXPECT_EQ(tree.dims(node), (ImageDims{64, 48}));
+    EXPECT_TRUE(prober.settled());
+    EXPECT_TRUE(prober.complete());
+  }
+}
 
 // A lazy mount reads an unprobed image's header when decoded/ or augmented/ first reads it. A
 // revalidation that installs a new version meanwhile used to let that read go on with the new

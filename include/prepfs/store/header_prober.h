@@ -16,7 +16,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <string>
 
+#include "prepfs/common/log_limiter.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/source/source.h"
 #include "prepfs/store/sample_store.h"
@@ -34,13 +39,22 @@ class HeaderProber {
   // the plan at mount needs their sizes, not their data).
   void ensure_some(size_t count);
   bool complete() const { return tree_.unprobed_count() == 0; }
+  // Every header is read, or its last read failed. A failed read (a source error, a timeout)
+  // leaves the header unread, so the next use of the file reads it again: recorded as "not an
+  // image", it hid the file from decoded/ and augmented/ for good, index.bin included.
+  bool settled() const;
 
  private:
   // whole_chunk: read the first chunk through the store (staged for the read that follows);
-  // else only the header bytes.
+  // else only the header bytes. A read that fails leaves the header unread (see settled()).
   void probe(uint32_t node, bool whole_chunk);
+  void failed(uint32_t node, const std::string& path, const std::exception& e);
+  void read_ok(uint32_t node);
   void probe_dir(uint32_t dir, unsigned threads, bool whole_chunks);
 
+  mutable std::mutex failed_mu_;
+  std::set<uint32_t> failed_;  // nodes whose last header read failed
+  LogLimiter failure_log_;
   Tree& tree_;
   SampleStore& store_;
   Source& source_;
