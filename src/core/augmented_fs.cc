@@ -63,9 +63,7 @@ Attr AugmentedFs::getattr(uint64_t ino) { return attr(node_of(ino)); }
 Attr AugmentedFs::lookup(uint64_t parent, std::string_view name) {
   const uint32_t dir = node_of(parent);
   if (prober_) prober_->ensure_dir(dir);  // names here depend on headers
-  auto child = names_.lookup(dir, name);
-  if (!child) throw Error(ENOENT, "no such entry");
-  return attr(*child);
+  return attr(names_.find(dir, name));
 }
 
 void AugmentedFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {

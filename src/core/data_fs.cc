@@ -110,7 +110,8 @@ Attr DataFs::lookup(uint64_t parent, std::string_view name) {
   if (parent == kControlDirIno || parent == kAugmentedDirIno) throw Error(ENOENT, "no such entry");
   auto [view, dir, tag] = node_of(parent);
   if (view == kDecoded && prober_) prober_->ensure_dir(dir);  // names in decoded/ depend on headers
-  auto child = view == kRaw ? tree_.lookup(dir, name) : names_->lookup(dir, name);
+  if (view != kRaw) return node_attr(view, names_->find(dir, name));
+  auto child = tree_.lookup(dir, name);
   if (!child) throw Error(ENOENT, "no such entry");
   return node_attr(view, *child);
 }

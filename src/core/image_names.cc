@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "prepfs/common/error.h"
+
 namespace prepfs {
 namespace {
 
@@ -34,6 +36,11 @@ bool ImageNames::claims(uint32_t node, std::string_view stem) const {
 // The first child of dir, in name order, whose output name has this stem. Children are sorted
 // by full name, so every name starting with stem is in one run from lower_bound(stem).
 std::optional<uint32_t> ImageNames::first_claimant(uint32_t dir, std::string_view stem) const {
+  return first_with_stem(dir, stem, [&](uint32_t c) { return claims(c, stem); });
+}
+
+std::optional<uint32_t> ImageNames::first_with_stem(uint32_t dir, std::string_view stem,
+                                                    const std::function<bool(uint32_t)>& pick) const {
   const Node& d = tree_.node(dir);
   uint32_t lo = d.first_child, hi = d.first_child + d.nchildren;
   while (lo < hi) {
@@ -44,7 +51,7 @@ std::optional<uint32_t> ImageNames::first_claimant(uint32_t dir, std::string_vie
       hi = mid;
   }
   for (uint32_t c = lo; c < d.first_child + d.nchildren && tree_.name(c).starts_with(stem); c++)
-    if (claims(c, stem)) return c;
+    if (pick(c)) return c;
   return std::nullopt;
 }
 
@@ -87,6 +94,20 @@ std::optional<uint32_t> ImageNames::lookup(uint32_t dir, std::string_view name) 
   std::string suffix = "." + ext_;
   if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return std::nullopt;
   return first_claimant(dir, name.substr(0, name.size() - suffix.size()));
+}
+
+uint32_t ImageNames::find(uint32_t dir, std::string_view name) const {
+  if (std::optional<uint32_t> child = lookup(dir, name)) return *child;
+  const std::string suffix = "." + ext_;
+  if (tree_.is_dir(dir) && name.size() > suffix.size() && name.ends_with(suffix)) {
+    const std::string_view stem = name.substr(0, name.size() - suffix.size());
+    auto unread = [&](uint32_t c) {
+      return S_ISREG(tree_.mode(c)) && !tree_.dims(c).known() && stem_of(tree_.name(c)) == stem;
+    };
+    if (first_with_stem(dir, stem, unread))
+      throw Error(EIO, "the header of a file that may be " + std::string(name) + " could not be read");
+  }
+  throw Error(ENOENT, "no such entry");
 }
 
 }  // namespace prepfs

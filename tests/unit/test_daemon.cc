@@ -812,15 +812,27 @@ TEST(HeaderProber, AHeaderReadThatFailsIsReadAgainAtTheNextUse) {
     TierManager cache(CacheConfig{64 << 20, 0, d / "ssd", "lru"});
     test::ReadPath rp(src, tree, cache);
     HeaderProber prober(tree, rp.store, src, 2);
-    if (!at_mount) prober.ensure_dir(Tree::kRoot);
+    DataFs fs(tree, src, rp.store, rp.views, rp.invalidations, DataFsConfig{}, &prober);
+    const uint64_t decoded = fs.lookup(DataFs::kRootIno, "decoded").ino;
+    auto lookup_errno = [&](const char* name = "img.ppm") {
+      try {
+        fs.lookup(decoded, name);
+        return 0;
+      } catch (const Error& e) {
+        return e.err();
+      }
+    };
+    // EIO, not ENOENT: the kernel would remember that the name does not exist.
+    EXPECT_EQ(lookup_errno(), EIO);
     EXPECT_FALSE(tree.dims(node).known()) << "a failed read was recorded as " << tree.dims(node).width << "x"
                                           << tree.dims(node).height;
     if (!at_mount) {
       EXPECT_TRUE(prober.settled()) << "every header was tried";
     }
     src.down = false;
-    prober.ensure_dir(Tree::kRoot);
+    EXPECT_EQ(lookup_errno(), 0);
     EXPECT_EQ(tree.dims(node), (ImageDims{64, 48}));
+    EXPECT_EQ(lookup_errno("other.ppm"), ENOENT) << "a name no file may have";
     EXPECT_TRUE(prober.settled());
     EXPECT_TRUE(prober.complete());
   }
