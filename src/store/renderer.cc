@@ -164,6 +164,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3) {
     const Memory memory = take_memory(s, RenderPath::augment_from_pixels);
     return transform(s, counters_.augment_from_decoded_cpu_ns, slot, [&] {
+      transform::check_sizes(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), cfg_.shapes.max_pixels);
       transform::ImageView view{reinterpret_cast<const uint8_t*>(decoded->data()) + header, int(s.dims.width),
                                 int(s.dims.height), std::ptrdiff_t(s.dims.width) * 3};
       transform::Image img = transform::apply_ops(view, cfg_.shapes.spec.ops(), rng);  // copies only the crop

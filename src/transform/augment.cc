@@ -42,8 +42,8 @@ Image apply_op(ImageView v, Image* owned, const Op& op, RandomSource& rs, Resamp
   return img;
 }
 
-// Refuses pipelines whose images (intermediate or final) exceed the pixel limit, before any
-// decode: resize(16384) of a long thin image would otherwise allocate gigabytes.
+}  // namespace
+
 void check_sizes(const PipelineSpec& spec, int width, int height, std::uint64_t max_pixels) {
   Size cur{width, height};
   for (const Op& op : spec.ops()) {
@@ -62,6 +62,8 @@ void check_sizes(const PipelineSpec& spec, int width, int height, std::uint64_t 
     }
   }
 }
+
+namespace {
 
 // Smallest DCT scale (8ths) in {1, 2, 4} keeping (src_w x src_h) * M/8 >= ratio * target;
 // 8 when none does. Only these scales: libjpeg-turbo has SIMD IDCTs for them, and the odd ones

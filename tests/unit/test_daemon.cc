@@ -777,6 +777,41 @@ class AfterReadSource : public Source {
   std::function<void()> hook_;
 };
 
+// A pipeline whose images would pass max_pixels is refused (EIO) before any work: from the JPEG
+// it was, but a render from cached decoded pixels went ahead, so the same augmented/ file was EIO
+// or bytes by what the cache held, and the limit no longer bounded that render's memory.
+TEST(Renderer, APipelinePastMaxPixelsIsRefusedFromPixelsToo) {
+  RenderCounters counters;
+  RenderConfig rc;
+  rc.shapes.spec = transform::PipelineSpec::parse("resize(120)");
+  rc.shapes.max_pixels = 100 * 100;  // the source is exactly at the limit: a sample
+  Renderer r(rc, counters);
+  const std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(100, 100, 3, 1), 100, 100, 3);
+  Sample s;
+  s.node = 1;
+  s.path = "a.jpg";
+  s.version = FileVersion{jpeg.size(), 1};
+  s.dims = ImageDims{100, 100};
+  s.is_sample = true;
+  auto fetch = [&] {
+    JpegBytes b;
+    b.owned = jpeg;
+    b.bytes = b.owned;
+    return b;
+  };
+  auto render_errno = [&](const ChunkRef& pixels) {
+    try {
+      r.augmented(s, 0, pixels, fetch);
+      return 0;
+    } catch (const Error& e) {
+      return e.err();
+    }
+  };
+  EXPECT_EQ(render_errno(nullptr), EIO) << "from the JPEG";
+  const ChunkRef pixels = r.decoded(s, fetch);
+  EXPECT_EQ(render_errno(pixels), EIO) << "from decoded pixels";
+}
+
 // A directory source whose reads fail while it is down (a remote source's outage).
 class FlakySource : public Source {
  public:

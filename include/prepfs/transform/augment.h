@@ -52,6 +52,11 @@ struct AugmentOptions {
   ResampleKernel resample = ResampleKernel::kSimd;  // same bytes either way (benchmarks compare)
 };
 
+// Refuses (DecodeError kTooLarge) a pipeline whose images, intermediate or final, would exceed
+// max_pixels from a width x height source, before any work: resize(16384) of a long thin image
+// would otherwise allocate gigabytes. Every render checks it, from the JPEG or from pixels.
+void check_sizes(const PipelineSpec& spec, int width, int height, std::uint64_t max_pixels);
+
 // Decode + augment. Throws DecodeError (EIO) for bad input, including a pipeline whose
 // intermediate images would exceed limits.max_pixels.
 Image augment_jpeg(std::span<const std::uint8_t> jpeg, const PipelineSpec& spec, RandomSource& rs,
