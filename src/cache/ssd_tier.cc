@@ -276,7 +276,9 @@ void SsdTier::sample_changed(uint32_t sample) {
 bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
   {
     std::lock_guard lock(mu_);
-    if (planned_.contains(key)) return true;
+    // Indexed already, unless doomed: a write under way that an erase dooms is still indexed, and
+    // this write (a fill after the erase) must not go with it.
+    if (planned_.contains(key) && !doomed_.count(key)) return true;
   }
   return enqueue(Job{key, std::move(chunk), form, false, sample}, opts_.max_pending_bytes);
 }
@@ -284,7 +286,7 @@ bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t
 bool SsdTier::put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
   {
     std::lock_guard lock(mu_);
-    if (names_.count(key)) return true;
+    if (names_.count(key) && !doomed_.count(key)) return true;  // as in put_async
     // Room left by planned entries only; spares never displace them.
     if (planned_.bytes() + entry_size(*chunk) > planned_.budget()) return false;
   }

@@ -543,6 +543,39 @@ TEST(SsdTier, AnEraseDuringAWriteThatFailsSparesTheKeysNextWrite) {
   expect_next_write_lands(ssd, k, "second", "the failed write's doom dropped the next write");
 }
 
+// A write of the key that comes after an erase of the key's write under way (a new fill once the
+// entry was erased) is kept: it used to see the doomed write still indexed, take itself for
+// written already, and go with the doomed one.
+TEST(SsdTier, AWriteAfterAnEraseOfTheWriteUnderWayLands) {
+  for (const bool spare : {false, true}) {
+    SCOPED_TRACE(spare ? "spare copies" : "planned entries");
+    test::TempDir dir;
+    Gate gate;
+    gate.armed = true;
+    SsdTierOptions o;
+    o.write_fault = [&](const CacheKey&) {
+      gate.wait_if_armed();
+      return 0;
+    };
+    TierCounters c;
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+    const CacheKey k = key_for("k");
+    auto put = [&](const std::string& bytes) {
+      return spare ? ssd.put_spare_async(k, chunk_of(bytes), Form::raw) : ssd.put_async(k, chunk_of(bytes), Form::raw);
+    };
+    ASSERT_TRUE(put("old"));
+    gate.until_entered();  // admitted, and being written
+    ssd.erase(k);
+    ASSERT_TRUE(put("new"));
+    gate.release();
+    ASSERT_TRUE(ssd.flush());
+    const ChunkRef got = ssd.get(k);
+    ASSERT_TRUE(got) << "the write after the erase was dropped with the erased one";
+    EXPECT_EQ(str(got), "new");
+    EXPECT_EQ(files_under(dir.path()), 1u);
+  }
+}
+
 // An erase while the writer holds a planned write that would replace a spare copy of the key: the
 // spare goes at once, and the planned write never lands. (The erase used to see the spare's name,
 // take the write for landed, remove the spare, and let the write land after it.)
