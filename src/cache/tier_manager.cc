@@ -153,7 +153,10 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
 
   try {
     ChunkRef chunk = ssd_ ? ssd_->get(key, sample) : nullptr;
-    const bool from_fill = !chunk;  // an SSD hit is on the SSD already
+    // A hit on a planned SSD entry is kept there already; one on a spare copy (a warm restart's)
+    // is written again as a planned entry when the SSD is admitted, as keep() does: spares sit
+    // outside the quotas and are the first to go.
+    const bool from_fill = !chunk || !ssd_->contains(key);
     if (!chunk) {
       // The shared tier between the SSD and the fill: another node's fill is as good as ours.
       // A fill is counted when it starts (joiners and tests watch it while it runs); a shared

@@ -861,6 +861,33 @@ TEST(TierManager, AnEraseDuringAFillLeavesNothingBehind) {
   }
 }
 
+// A warm restart serves the samples the plan puts on the SSD from their spare copies (what RAM
+// held, copied while the SSD had room). A hit on a spare under an SSD admission makes it a
+// planned entry, as keep() does: spares sit outside the quotas and go first, so the next planned
+// writes pushed them out, and the next epoch fetched them from the source again.
+TEST(TierManager, AnSsdAdmittedHitOnASpareCopyMakesItPlanned) {
+  test::TempDir dir;
+  TierManager tm(CacheConfig{1 << 20, 1 << 20, dir.path(), "lru"});
+  const CacheKey k = key_for("x");
+  ASSERT_TRUE(tm.ssd()->put_spare_async(k, chunk_of("spare"), Form::raw));
+  ASSERT_TRUE(tm.flush());
+  ASSERT_TRUE(tm.ssd()->contains_spare(k));
+  ASSERT_FALSE(tm.ssd()->contains(k));
+  int fills = 0;
+  EXPECT_EQ(str(tm.get_or_fill(
+                k, Form::raw,
+                [&] {
+                  fills++;
+                  return chunk_of("source");
+                },
+                Admission{false, true, false})),
+            "spare");
+  EXPECT_EQ(fills, 0);
+  ASSERT_TRUE(tm.flush());
+  EXPECT_TRUE(tm.ssd()->contains(k)) << "still a spare copy";
+  EXPECT_EQ(str(tm.ssd()->get(k)), "spare");
+}
+
 // keep(): a chunk fetched among the recent fills is admitted as its fill would have been, but
 // not while a fill of the key is under way (that fill admits as its own caller says).
 TEST(TierManager, KeepAdmitsARecentFillAsItsFillWouldHave) {
