@@ -144,6 +144,9 @@ void SsdTier::to_unlink(const CacheKey& key, std::string file, Names* gone) {
 
 void SsdTier::set_budget(uint64_t budget, Names* gone) {
   std::vector<CacheKey> evicted;
+  // The quotas first: lowered, they never add up to more than the budget (which would leave the
+  // budget's evictions no form above its quota to take from).
+  if (shares_) planned_.set_form_quotas(TierIndex::quotas_of(budget, *shares_));
   planned_.set_budget(budget, &evicted);
   spare_.set_budget(budget - std::min(budget, planned_.bytes()), &evicted);
   collect(evicted, gone);
@@ -436,9 +439,10 @@ int SsdTier::write_file(const Job& job) {
   return err;
 }
 
-void SsdTier::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {
+void SsdTier::set_form_shares(const std::array<double, kForms>& shares) {
   std::lock_guard lock(mu_);
-  planned_.set_form_quotas(quotas);
+  shares_ = shares;
+  planned_.set_form_quotas(TierIndex::quotas_of(planned_.budget(), shares));
 }
 
 void SsdTier::erase(const CacheKey& key) {

@@ -1,5 +1,7 @@
 #include "prepfs/cache/tier_index.h"
 
+#include <algorithm>
+
 namespace prepfs {
 
 TierIndex::TierIndex(uint64_t budget, std::unique_ptr<EvictionPolicy> policy, SampleResidency* residency)
@@ -96,6 +98,12 @@ bool TierIndex::touch(const CacheKey& key) {
   policy_->on_access(key);
   if (auto& fp = form_policy_[static_cast<size_t>(it->second.form)]) fp->on_access(key);
   return true;
+}
+
+std::array<uint64_t, kForms> TierIndex::quotas_of(uint64_t budget, const std::array<double, kForms>& shares) {
+  std::array<uint64_t, kForms> q{};
+  for (size_t f = 0; f < kForms; f++) q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
+  return q;
 }
 
 void TierIndex::set_form_quotas(const std::array<uint64_t, kForms>& quotas) {

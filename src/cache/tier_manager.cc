@@ -215,13 +215,8 @@ void TierManager::erase(const CacheKey& key) {
 
 void TierManager::set_partition(const std::array<double, kForms>& ram_shares,
                                 const std::array<double, kForms>& ssd_shares) {
-  auto quotas = [](uint64_t budget, const std::array<double, kForms>& shares) {
-    std::array<uint64_t, kForms> q{};
-    for (size_t f = 0; f < kForms; f++) q[f] = static_cast<uint64_t>(double(budget) * std::clamp(shares[f], 0.0, 1.0));
-    return q;
-  };
-  ram_->set_form_quotas(quotas(ram_->stats().budget, ram_shares));
-  if (ssd_) ssd_->set_form_quotas(quotas(ssd_->stats().budget, ssd_shares));
+  ram_->set_form_quotas(TierIndex::quotas_of(ram_->stats().budget, ram_shares));
+  if (ssd_) ssd_->set_form_shares(ssd_shares);  // the SSD's budget moves (a full disk): its quotas follow
 }
 
 TierStats TierManager::stats(Tier t) const {

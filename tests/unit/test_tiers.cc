@@ -699,6 +699,40 @@ TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
   EXPECT_TRUE(ssd.get(key_for("k12")));
 }
 
+// Per-form quotas are shares of the SSD's budget and follow it. A re-plan while a full disk had
+// lowered the budget set them in bytes of the lowered budget, and they stayed there once room
+// came back (a form at its quota refuses): ssd= was never reached again.
+TEST(SsdTier, QuotasFollowTheBudgetAFullDiskLowersAndRoomRaises) {
+  test::TempDir dir;
+  std::atomic<bool> full{false};
+  std::atomic<uint64_t> free_bytes{0};
+  SsdTierOptions o;
+  o.write_fault = [&](const CacheKey&) { return full ? ENOSPC : 0; };
+  o.free_bytes = [&] { return free_bytes.load(); };
+  o.reprobe_interval = std::chrono::milliseconds(0);
+  TierCounters c;
+  const uint64_t budget = 1 << 20, entry = 10'000 + sizeof(SsdEntryHeader);
+  SsdTier ssd(dir.path(), budget, make_policy("lru"), c, o);
+  auto put = [&](int i) {
+    ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(10'000, i)), Form::raw));
+    ASSERT_TRUE(ssd.flush());
+  };
+  for (int i = 0; i < 10; i++) put(i);
+  full = true;
+  put(10);
+  const uint64_t lowered = ssd.stats().budget;
+  ASSERT_LT(lowered, budget);
+  ssd.set_form_shares({1, 0, 0});  // a re-plan while the budget is lowered
+  EXPECT_EQ(ssd.stats().quota_of(Form::raw), lowered);
+  full = false;
+  free_bytes = 100 << 20;
+  for (int i = 11; i < 40; i++) put(i);
+  EXPECT_EQ(ssd.stats().budget, budget);
+  EXPECT_EQ(ssd.stats().quota_of(Form::raw), budget);
+  EXPECT_GT(ssd.stats().bytes, lowered) << "the raw quota stayed at the lowered budget";
+  EXPECT_GE(ssd.stats().bytes, 30 * entry);
+}
+
 // A reader that joins another reader's fill waits at most fill_wait, then fails with ETIMEDOUT;
 // the fill itself goes on and lands for the next reader.
 TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
@@ -943,7 +977,7 @@ TEST(SsdTier, SpareCopiesNeverDisplacePlannedEntries) {
   TierCounters c;
   const uint64_t entry = 1000 + sizeof(SsdEntryHeader);
   SsdTier ssd(dir.path(), 3 * entry, make_policy("lru"), c);
-  ssd.set_form_quotas({3 * entry, 0, 0});
+  ssd.set_form_shares({1, 0, 0});
   auto data = [](int i) { return chunk_of(test::pattern(1000, i)); };
   for (const char* k : {"s1", "s2", "s3"}) ASSERT_TRUE(ssd.put_spare_async(key_for(k), data(1), Form::decoded));
   ASSERT_TRUE(ssd.flush());

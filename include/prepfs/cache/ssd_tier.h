@@ -14,11 +14,13 @@
 // No file-system call happens under the tier's lock, and every wait is bounded.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -87,7 +89,10 @@ class SsdTier {
   // budget planned entries leave free, or in its half of the queue).
   bool put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
   void erase(const CacheKey& key);
-  void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
+  // Each form's share (0..1) of the budget, as per-form quotas that follow the budget when it
+  // moves (a full disk lowers it, room coming back raises it). Quotas set in bytes from a lowered
+  // budget stayed there, and a form at its quota refuses: ssd= was never reached again.
+  void set_form_shares(const std::array<double, kForms>& shares);
   // Waits until the queue is empty and the writer idle, at most `timeout`; false on a timeout.
   bool flush(std::chrono::milliseconds timeout = std::chrono::minutes(1));
   // Removes every entry at once, without waiting for the queue: queued writes are dropped, the one
@@ -137,6 +142,7 @@ class SsdTier {
   SsdDir dir_;
   TierCounters& counters_;
   const uint64_t configured_budget_;
+  std::optional<std::array<double, kForms>> shares_;  // under mu_; none: no per-form quotas
 
   mutable std::mutex mu_;  // guards everything down to the queue's own lock
   TierIndex planned_;

@@ -59,6 +59,8 @@ class TierIndex {
   // policy) when another entry needs it, so the tier migrates to a new partition gradually, never
   // by a flush. Without quotas every form may use the whole budget.
   void set_form_quotas(const std::array<uint64_t, kForms>& quotas);
+  // The quotas that give each form its share (0..1) of a budget.
+  static std::array<uint64_t, kForms> quotas_of(uint64_t budget, const std::array<double, kForms>& shares);
   uint64_t form_quota(Form f) const { return quota_[static_cast<size_t>(f)]; }
 
   TierStats stats() const { return TierStats{budget_, bytes_, entries_.size(), form_bytes_, form_entries_, quota_}; }
