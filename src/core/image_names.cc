@@ -96,17 +96,20 @@ std::optional<uint32_t> ImageNames::lookup(uint32_t dir, std::string_view name) 
   return first_claimant(dir, name.substr(0, name.size() - suffix.size()));
 }
 
+std::optional<uint32_t> ImageNames::unread_claimant(uint32_t dir, std::string_view name) const {
+  const std::string suffix = "." + ext_;
+  if (!tree_.is_dir(dir) || name.size() <= suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+  const std::string_view stem = name.substr(0, name.size() - suffix.size());
+  return first_with_stem(dir, stem, [&](uint32_t c) {
+    return S_ISREG(tree_.mode(c)) && !tree_.dims(c).known() && stem_of(tree_.name(c)) == stem;
+  });
+}
+
 uint32_t ImageNames::find(uint32_t dir, std::string_view name) const {
   if (std::optional<uint32_t> child = lookup(dir, name)) return *child;
-  const std::string suffix = "." + ext_;
-  if (tree_.is_dir(dir) && name.size() > suffix.size() && name.ends_with(suffix)) {
-    const std::string_view stem = name.substr(0, name.size() - suffix.size());
-    auto unread = [&](uint32_t c) {
-      return S_ISREG(tree_.mode(c)) && !tree_.dims(c).known() && stem_of(tree_.name(c)) == stem;
-    };
-    if (first_with_stem(dir, stem, unread))
-      throw Error(EIO, "the header of a file that may be " + std::string(name) + " could not be read");
-  }
+  // The views read a directory's headers before a lookup: one still unread failed its read.
+  if (unread_claimant(dir, name))
+    throw Error(EIO, "the header of a file that may be " + std::string(name) + " could not be read");
   throw Error(ENOENT, "no such entry");
 }
 

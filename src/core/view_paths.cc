@@ -25,6 +25,9 @@ std::optional<ViewPaths::Target> ViewPaths::resolve(std::string_view p) const {
     pos = end + 1;
     if (name.empty()) continue;
     auto next = form == Form::raw ? tree_.lookup(node, name) : names_.lookup(node, name);
+    // A lazy mount has not read most headers when a job publishes: the file that would have the
+    // name is taken at its word (reading every header here would stall the order's write).
+    if (!next && form != Form::raw) next = names_.unread_claimant(node, name);
     if (!next) return std::nullopt;
     node = *next;
   }

@@ -286,6 +286,30 @@ TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
   EXPECT_EQ(k.jobs().size(), 1u);
 }
 
+// A lazy mount has read few headers when a job publishes its order (64 at mount), and a name in
+// decoded/ or augmented/ needs the file's header to resolve: every other line naming those views
+// was skipped as naming nothing, so nothing was prefetched for it and belady saw no future. A file
+// whose header is unread is taken at its word; one known to be no image still names nothing.
+TEST(JobFiles, AnOrderNamesImageViewFilesWhoseHeadersAreNotReadYet) {
+  test::TempDir d;
+  d.write("src/cls/a.jpg", "not read yet");
+  d.write("src/cls/b.JPEG", "not read yet");
+  d.write("src/cls/c.jpg", "known: no image");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  tree.set_all_dims(std::vector<ImageDims>(tree.size(), ImageDims::unprobed()));  // a lazy first mount
+  const uint32_t c = *tree.lookup(*tree.lookup(Tree::kRoot, "cls"), "c.jpg");
+  tree.set_dims(c, tree.version(c), ImageDims{});
+  ImageNames names(tree, "ppm");
+  ViewPaths paths(tree, names);
+  JobKnowledge k(tree.size());
+  auto order = open_order_session(k, paths, nullptr);
+  order->write("job t\ndecoded/cls/a.ppm\naugmented/cls/b.ppm\ndecoded/cls/c.ppm\n");
+  order->close();
+  ASSERT_EQ(k.jobs().size(), 1u);
+  EXPECT_EQ(k.jobs()[0].published, 2u);
+}
+
 TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   JobKnowledge k(4);
   k.publish("a", {{1, Form::raw}, {2, Form::raw}, {1, Form::raw}, {2, Form::raw}, {1, Form::raw}});

@@ -25,6 +25,9 @@ class ImageNames {
   // A lookup's answer: lookup(), else Error ENOENT; or EIO when a file whose header could not be
   // read (the source failed) may be the one: the kernel would remember ENOENT for that name.
   uint32_t find(uint32_t dir, std::string_view name) const;
+  // The first file of dir whose header is not read yet (a lazy mount's, or one whose read failed)
+  // and whose name in the view would be name if it is an image.
+  std::optional<uint32_t> unread_claimant(uint32_t dir, std::string_view name) const;
   // Whether node is visible in the view (directories always; files when they are images, their
   // output name is usable, and no earlier sibling claims the same output name).
   bool visible(uint32_t node) const;
