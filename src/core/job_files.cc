@@ -115,6 +115,7 @@ class OrderSession final : public LineSession {
       knowledge_.end(job_);
     } else if (auto t = paths_.resolve(l)) {
       batch_.push_back(Access{t->node, t->form});
+      if (batch_.size() >= kBatch) flush();  // a write of millions of lines holds one batch at a time
     } else {
       unknown(l);
     }
@@ -129,6 +130,7 @@ class OrderSession final : public LineSession {
   }
 
  private:
+  static constexpr size_t kBatch = 65536;
   JobKnowledge& knowledge_;
   const ViewPaths& paths_;
   std::function<void()> published_;

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "prepfs/common/error.h"
+
 namespace prepfs {
 namespace {
 
@@ -107,6 +109,12 @@ JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
 void JobKnowledge::publish(const std::string& name, const std::vector<Access>& accesses) {
   {
     std::unique_lock lock(mu_);
+    const auto it = jobs_.find(name);
+    const uint64_t pending = (it == jobs_.end() ? 0 : it->second->end() - it->second->cursor) + accesses.size();
+    if (pending > max_pending())
+      throw Error(EFBIG, "order: job '" + name + "' would have " + std::to_string(pending) +
+                             " accesses not read yet, more than " + std::to_string(max_pending()) +
+                             " (four epochs of this source); publish less ahead, or write 'reset' first");
     Job& j = job_locked(name);
     for (const Access& a : accesses)
       if (a.node < nodes_) j.append(a);

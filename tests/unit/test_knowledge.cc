@@ -310,6 +310,51 @@ TEST(JobFiles, AnOrderNamesImageViewFilesWhoseHeadersAreNotReadYet) {
   EXPECT_EQ(k.jobs()[0].published, 2u);
 }
 
+// Nothing bounded what a writer of .prepfs/order made the daemon hold (17 bytes per line, for
+// ever if never read): `yes raw/x > MNT/.prepfs/order` grew it until the OOM killer came. A job
+// holds at most four epochs of the tree not read yet; past that a publish is refused whole
+// (EFBIG), and a reset makes room again.
+TEST(JobKnowledge, AJobHoldsAtMostFourEpochsNotReadYet) {
+  JobKnowledge k(10);
+  const uint64_t most = k.max_pending();
+  EXPECT_EQ(most, 4u * 10 + 65536);
+  k.publish("a", std::vector<Access>(most - 1, Access{1, Form::raw}));
+  EXPECT_TRUE(k.note_access(1));  // one read: room for two
+  k.publish("a", std::vector<Access>(2, Access{2, Form::raw}));
+  try {
+    k.publish("a", {Access{3, Form::raw}});
+    ADD_FAILURE() << "a publish past the bound was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EFBIG);
+  }
+  EXPECT_EQ(k.jobs()[0].pending, most);
+  k.reset("a");
+  k.publish("a", {Access{3, Form::raw}});
+  EXPECT_EQ(k.jobs()[0].pending, 1u);
+  EXPECT_THROW(k.publish("b", std::vector<Access>(most + 1, Access{1, Form::raw})), Error);
+  EXPECT_EQ(k.jobs().size(), 1u) << "a refused first publish made a job";
+
+  // Through the order file: one write of many lines holds a batch at a time, and fails once past.
+  test::TempDir d;
+  d.write("src/x", "x");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  ImageNames names(tree, "ppm");
+  ViewPaths paths(tree, names);
+  JobKnowledge fromfile(tree.size());
+  auto order = open_order_session(fromfile, paths, nullptr);
+  std::string lines = "job y\n";
+  for (uint64_t i = 0; i < fromfile.max_pending() + 1; i++) lines += "raw/x\n";
+  try {
+    for (size_t off = 0; off < lines.size(); off += 1 << 20) order->write(lines.substr(off, 1 << 20));
+    order->close();
+    ADD_FAILURE() << "an order past the bound was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), EFBIG) << e.what();
+  }
+  EXPECT_LE(fromfile.jobs()[0].pending, fromfile.max_pending());
+}
+
 TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   JobKnowledge k(4);
   k.publish("a", {{1, Form::raw}, {2, Form::raw}, {1, Form::raw}, {2, Form::raw}, {1, Form::raw}});
