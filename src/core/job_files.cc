@@ -190,7 +190,9 @@ std::string render_samples(const SampleList& samples, const Tree& tree, const Vi
     const uint32_t node = samples.node(i);
     out += tree.path(node);
     out += '\t';
-    out += paths.image_path(node);
+    // "-" (never an image path: no view name ends so) for a sample the image views do not show:
+    // its name there was another file's ("x.jpg" and "x.JPEG"), or none at all.
+    out += paths.image_path(node).value_or("-");
     out += '\n';
   }
   return out;

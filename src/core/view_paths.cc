@@ -35,7 +35,8 @@ std::optional<ViewPaths::Target> ViewPaths::resolve(std::string_view p) const {
   return Target{node, form};
 }
 
-std::string ViewPaths::image_path(uint32_t node) const {
+std::optional<std::string> ViewPaths::image_path(uint32_t node) const {
+  if (!names_.visible(node)) return std::nullopt;
   const uint32_t parent = tree_.node(node).parent;
   std::string dir = parent == Tree::kRoot ? std::string() : tree_.path(parent) + "/";
   return dir + names_.name(node);

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -437,6 +439,25 @@ TEST(Daemon, APrefetchThatRamRefusesIsStagedForTheRead) {
   EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(rig.images[0].second));
   EXPECT_EQ(load(d.prefetch_counters().hits), 1u) << "the read did not take what was staged for it";
   EXPECT_FALSE(d.staging().contains(k));
+}
+
+// .prepfs/samples gave every sample an image path, also one the views give to another file:
+// "x.jpg" and "x.JPEG" both said ".../x.ppm" (decoded/ serves the first), so a sampler's map gave
+// that path the other's index, and its residency and importance went to the wrong sample.
+TEST(Daemon, SamplesGiveNoImagePathAViewDoesNotShowThemUnder) {
+  Rig rig("probe=mount");
+  rig.dir.write("src/cls/img0.JPEG", str(rig.images[1].second));  // sorts before img0.jpg
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string samples = read_file(d.control_fs(), walk(d.control_fs(), 1, "samples"), false);
+  EXPECT_NE(samples.find("cls/img0.JPEG\tcls/img0.ppm\n"), std::string::npos) << samples;
+  EXPECT_NE(samples.find("cls/img0.jpg\t-\n"), std::string::npos) << samples;
+  std::set<std::string> image_paths;
+  std::istringstream lines(samples);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string image = line.substr(line.find('\t') + 1);
+    EXPECT_TRUE(image == "-" || image_paths.insert(image).second) << image << " is given to two samples";
+  }
 }
 
 // A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=

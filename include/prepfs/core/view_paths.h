@@ -23,8 +23,9 @@ class ViewPaths {
   };
   // nullopt when the path names nothing (or a directory) in its view.
   std::optional<Target> resolve(std::string_view mount_relative) const;
-  // The node's path under decoded/ and augmented/ (relative to the view root).
-  std::string image_path(uint32_t node) const;
+  // The node's path under decoded/ and augmented/ (relative to the view root); nullopt when those
+  // views do not show it (an earlier sibling takes its name, or the name is unusable there).
+  std::optional<std::string> image_path(uint32_t node) const;
 
  private:
   const Tree& tree_;

@@ -5,6 +5,7 @@ training run: that policy (warn once, fall back to plain sampling) lives in Prep
 
 The files, as the daemon serves them:
   samples     read   one line per sample, "RAW_PATH<TAB>IMAGE_PATH"; line i is sample index i
+                     (IMAGE_PATH "-": decoded/ and augmented/ do not show the file)
   resident    read   bitmap of ceil(N/8) bytes, LSB first: sample i is bit i % 8 of byte i // 8
   order       write  "job NAME", then "reset" / "end" / mount-relative paths, one per line
   importance  write  "INDEX VALUE" lines; later values replace earlier ones
