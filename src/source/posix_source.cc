@@ -106,6 +106,10 @@ void PosixSource::scan(const Visitor& visit) {
   struct stat st;
   if (fstat(root_fd_, &st) != 0) throw_errno(errno, "stat " + root_);
   visit("", to_source_stat(st, [] { return std::string(); }));
+  {
+    std::lock_guard lock(partly_mu_);
+    partly_listed_.clear();
+  }
   int fd = ::openat(root_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_errno(errno, "open " + root_);
   scan_dir(fd, "", visit);
@@ -137,6 +141,7 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     struct stat st;
     if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       spdlog::warn("source: skipping {}/{}: {}", rel, name, std::strerror(errno));
+      listed_partly(rel);
       continue;
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, devices
@@ -146,6 +151,7 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
       entry = to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); });
     } catch (const Error& e) {  // a symlink removed or replaced since its stat: skipped like one gone
       spdlog::warn("source: skipping {}: {}", child, e.what());
+      listed_partly(rel);
       continue;
     }
     visit(child, entry);
@@ -156,6 +162,7 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       spdlog::warn("source: cannot open directory {}: {}", child, std::strerror(errno));
+      listed_partly(child);  // in the tree, empty
       continue;
     }
     scan_dir(fd, child, visit);
@@ -166,7 +173,16 @@ SourceStat PosixSource::stat(const std::string& rel) {
   return to_source_stat(beneath_.lstat(rel), [&] { return beneath_.readlink(rel); });
 }
 
+void PosixSource::listed_partly(const std::string& rel) {
+  std::lock_guard lock(partly_mu_);
+  partly_listed_.insert(rel);
+}
+
 std::optional<DirFingerprint> PosixSource::dir_fingerprint(const std::string& rel) {
+  {
+    std::lock_guard lock(partly_mu_);
+    if (partly_listed_.count(rel)) return DirFingerprint::never();
+  }
   struct stat st;
   try {
     st = beneath_.lstat(rel);

@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "prepfs/cache/tier_manager.h"
@@ -99,6 +101,39 @@ TEST(TreeStore, AFileAddedBetweenTheScanAndTheSaveIsFoundNextMount) {
   EXPECT_FALSE(next.from_index);
   EXPECT_TRUE(next.tree.lookup(*next.tree.lookup(Tree::kRoot, "b"), "late.txt"));
   EXPECT_TRUE(load_or_scan_tree(src, idx).from_index);  // and from then on, reused as usual
+}
+
+// A directory the scan could not list whole (here one it may not open; on NFS, an EIO) is in the
+// tree empty, and its fingerprint used to match at the next mount: the index was reused and its
+// files stayed missing until the directory changed. It is listed again now.
+TEST(TreeStore, ADirectoryTheScanCouldNotListIsListedAgainNextMount) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the scan runs as another user on one thread";
+  test::TempDir d;
+  make_tree(d);
+  d.write("src/locked/inside.txt", "inside");
+  ::chmod(d.path().c_str(), 0755);
+  ::chmod((d / "src").c_str(), 0755);
+  ::chmod((d / "src/locked").c_str(), 0700);  // root's: another user may not open it
+  PosixSource src(d / "src");
+  const std::string idx = d / "index.bin";
+  // The first scan runs as nobody on a thread of its own (setfsuid is per thread, and drops the
+  // capabilities that would let root through); the directory does not change afterwards.
+  std::optional<Tree> first;
+  std::thread([&] {
+    ::setfsuid(65534);
+    first.emplace(Tree::scan(src));
+    ::setfsuid(0);
+  }).join();
+  ASSERT_TRUE(first);
+  const auto locked = first->lookup(Tree::kRoot, "locked");
+  ASSERT_TRUE(locked);
+  ASSERT_FALSE(first->lookup(*locked, "inside.txt")) << "the scan could open the directory after all";
+  save_tree(*first, src, idx);  // as the mount does, once its headers are read
+  PosixSource again(d / "src");  // the next mount, as root
+  TreeLoad next = load_or_scan_tree(again, idx);
+  EXPECT_FALSE(next.from_index) << "reused an index that misses the files of a directory it could not list";
+  EXPECT_TRUE(next.tree.lookup(*next.tree.lookup(Tree::kRoot, "locked"), "inside.txt"));
+  EXPECT_TRUE(load_or_scan_tree(again, idx).from_index);  // and from then on, reused as usual
 }
 
 TEST(TreeStore, CorruptIndexIsRebuilt) {

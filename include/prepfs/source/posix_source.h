@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "prepfs/source/beneath.h"
 #include "prepfs/source/source.h"
@@ -38,8 +39,15 @@ class PosixSource final : public Source {
   template <class ReadLink>
   SourceStat to_source_stat(const struct stat& st, ReadLink read_link) const;
 
+  void listed_partly(const std::string& rel);
+
   std::string root_;
   int root_fd_ = -1;
+  // Directories the last scan could not list whole (an entry or a subdirectory it could not
+  // read: EACCES, an NFS EIO): their fingerprints match nothing, so the next mount lists them
+  // again instead of reusing an index that misses their files until they change.
+  std::mutex partly_mu_;
+  std::unordered_set<std::string> partly_listed_;
   dev_t root_dev_ = 0;
   Beneath beneath_;  // every path below the root resolves through it: nothing outside is reachable
 
