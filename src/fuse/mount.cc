@@ -133,7 +133,10 @@ class ThreeSessions final : public Mount {
     SessionConfig ctl_cfg = aug_cfg;
     ctl_cfg.mountpoint = mountpoint + "/" + DataFs::kControlDirName;
     ctl_cfg.fsname = "prepfs-control";
-    ctl_cfg.max_threads = 4;
+    // An open of samples, resident or importance waits for every header on a lazy first mount
+    // (minutes): with 4 workers, four ranks building their samplers held them all, and stats,
+    // plan and the other jobs' orders hung meanwhile. Idle workers cost little.
+    ctl_cfg.max_threads = 32;
     ctl_cfg.reply_counters = nullptr;  // control files are not samples: no copy bandwidth from them
     ctl_cfg.invalidations = nullptr;   // augmented/'s queue is its own
     ctl_cfg.negative_timeout = 0;

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -242,3 +243,34 @@ def test_a_first_mount_serves_at_once_and_a_first_epoch_opens_each_image_once(da
             opens = slow.counters()["opens"]
             wait_for(lambda: fs.stats()["index"]["unprobed"] == 0, what="every header read")
     assert opens <= len(files), f"{opens} source opens for {len(files)} images"
+
+
+def test_jobs_waiting_for_the_sample_list_leave_the_control_files_answering(dataset, tmp_path):
+    # .prepfs/samples needs every header, so on a lazy first mount its open waits until all are
+    # read. The control session had 4 workers: four ranks building their samplers at once held
+    # them all, and stats, plan and the other jobs' orders hung until the headers were read.
+    for d in ("slow", "mnt"):
+        (tmp_path / d).mkdir()
+    with SlowFs(dataset, tmp_path / "slow", "--open-latency-ms", "100") as slow:
+        with Prepfs(tmp_path / "slow", tmp_path / "mnt", tmp_path / "ssd", "ram=256M,ssd=0,prefetch_window=0") as fs:
+            assert fs.stats()["index"]["unprobed"] > 0
+            slow.reset()
+            done = []
+
+            def read_samples():
+                with open(os.path.join(fs.mnt, ".prepfs", "samples"), "rb") as f:
+                    f.read()
+                done.append("samples")
+
+            ranks = [threading.Thread(target=read_samples) for _ in range(6)]
+            for t in ranks:
+                t.start()
+            wait_for(lambda: slow.counters()["opens"] > 0, what="the headers being read")
+            time.sleep(0.3)  # every rank's open in the daemon by now
+            stats = fs.stats()
+            done.append("stats")
+            for t in ranks:
+                t.join(timeout=120)
+            assert done[0] == "stats", f"stats answered only after the sample list: {done}"
+            assert stats["index"]["unprobed"] > 0, "stats answered only once every header was read"
+            assert done.count("samples") == 6
