@@ -373,6 +373,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   // A few headers now, so that the plan at mount knows roughly how many files are images and how
   // large their forms are; the rest are read while serving.
   p.prober->ensure_some(64);
+  if (!opts.probe_lazily) p.prober->unread_failed_at_mount();  // each read at mount: what is unread failed
 
   DataFsConfig dc;
   dc.metadata_ttl = opts.metadata_ttl;

@@ -35,7 +35,7 @@ HeaderProber::HeaderProber(Tree& tree, SampleStore& store, Source& source, unsig
 }
 
 void HeaderProber::probe(uint32_t node, bool whole_chunk) {
-  if (tree_.dims(node).known() || !S_ISREG(tree_.mode(node))) return;
+  if (tree_.dims(node).known() || !S_ISREG(tree_.mode(node)) || waiting(node)) return;
   const Sample s = store_.resolve(node);  // the version the header is read from
   try {
     if (whole_chunk)
@@ -54,12 +54,39 @@ void HeaderProber::failed(uint32_t node, const std::string& path, const std::exc
   size_t n;
   {
     std::lock_guard lock(failed_mu_);
-    failed_.insert(node);
+    failed_[node] = Clock::now() + kRetryAfter;
     n = failed_.size();
   }
   if (failure_log_.allow())
-    spdlog::warn("{}: cannot read its header ({}); it is read again at its next use ({} file{} so far)", path,
-                 e.what(), n, n == 1 ? "" : "s");
+    spdlog::warn("{}: cannot read its header ({}); read again at a use {} s from now or later ({} file{} so far)",
+                 path, e.what(), kRetryAfter.count(), n, n == 1 ? "" : "s");
+}
+
+bool HeaderProber::waiting(uint32_t node) const {
+  std::lock_guard lock(failed_mu_);
+  auto it = failed_.find(node);
+  return it != failed_.end() && Clock::now() < it->second;
+}
+
+bool HeaderProber::nothing_due() const {
+  const uint64_t unread = tree_.unprobed_count();
+  if (unread == 0) return true;
+  std::lock_guard lock(failed_mu_);
+  const auto now = Clock::now();
+  uint64_t waiting = 0;
+  for (const auto& [node, next_try] : failed_) waiting += now < next_try && !tree_.dims(node).known();
+  return unread == waiting;
+}
+
+void HeaderProber::retry_failed_now() {
+  std::lock_guard lock(failed_mu_);
+  for (auto& [node, next_try] : failed_) next_try = Clock::now();
+}
+
+void HeaderProber::unread_failed_at_mount() {
+  std::lock_guard lock(failed_mu_);
+  for (uint32_t id = 0; id < tree_.size(); id++)
+    if (S_ISREG(tree_.mode(id)) && !tree_.dims(id).known()) failed_.emplace(id, Clock::now());
 }
 
 void HeaderProber::read_ok(uint32_t node) {
@@ -70,7 +97,7 @@ void HeaderProber::read_ok(uint32_t node) {
 bool HeaderProber::settled() const {
   std::lock_guard lock(failed_mu_);
   uint64_t unread = 0;  // of those that failed, the ones still unread (a raw/ read may have read one since)
-  for (uint32_t node : failed_) unread += !tree_.dims(node).known();
+  for (const auto& [node, next_try] : failed_) unread += !tree_.dims(node).known();
   return tree_.unprobed_count() == unread;
 }
 
@@ -79,11 +106,11 @@ void HeaderProber::ensure(uint32_t node) { probe(node, true); }
 void HeaderProber::ensure_dir(uint32_t dir, unsigned threads) { probe_dir(dir, threads, true); }
 
 void HeaderProber::probe_dir(uint32_t dir, unsigned threads, bool whole_chunks) {
-  if (complete() || !tree_.is_dir(dir)) return;
+  if (nothing_due() || !tree_.is_dir(dir)) return;
   const Node& d = tree_.node(dir);
   std::vector<uint32_t> todo;
   for (uint32_t c = d.first_child; c < d.first_child + d.nchildren; c++)
-    if (S_ISREG(tree_.mode(c)) && !tree_.dims(c).known()) todo.push_back(c);
+    if (S_ISREG(tree_.mode(c)) && !tree_.dims(c).known() && !waiting(c)) todo.push_back(c);
   in_parallel(todo, threads ? threads : threads_, [&](uint32_t node) { probe(node, whole_chunks); });
 }
 
@@ -92,7 +119,7 @@ void HeaderProber::probe_dir(uint32_t dir, unsigned threads, bool whole_chunks) 
 // of a 349 MB set of 3,000 JPEGs behind prepfs-slowfs cost 342 MB of source reads; header bytes
 // only, 96 MB (16 KiB per file, plus the kernel's readahead on the slowfs mount).
 void HeaderProber::ensure_all() {
-  for (uint32_t id = 0; id < tree_.size() && !complete(); id++)
+  for (uint32_t id = 0; id < tree_.size() && !nothing_due(); id++)
     if (tree_.is_dir(id)) probe_dir(id, threads_, false);
 }
 

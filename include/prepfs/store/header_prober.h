@@ -18,7 +18,8 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
-#include <set>
+#include <chrono>
+#include <unordered_map>
 #include <string>
 
 #include "prepfs/common/log_limiter.h"
@@ -40,9 +41,15 @@ class HeaderProber {
   void ensure_some(size_t count);
   bool complete() const { return tree_.unprobed_count() == 0; }
   // Every header is read, or its last read failed. A failed read (a source error, a timeout)
-  // leaves the header unread, so the next use of the file reads it again: recorded as "not an
-  // image", it hid the file from decoded/ and augmented/ for good, index.bin included.
+  // leaves the header unread, and a use of the file at least retry_after later reads it again:
+  // recorded as "not an image", it hid the file from decoded/ and augmented/ for good, index.bin
+  // included. Not sooner: a file that keeps failing would cost a read (an S3 timeout) at every
+  // lookup in its directory, and each such lookup a walk of the directory.
   bool settled() const;
+  // Headers left unread by the probe at mount (probe=mount: each of those reads failed): tried
+  // again at their next use, and counted as failed until then.
+  void unread_failed_at_mount();
+  void retry_failed_now();  // every failed read's retry is due (tests: they wait 30 s)
 
  private:
   // whole_chunk: read the first chunk through the store (staged for the read that follows);
@@ -51,9 +58,13 @@ class HeaderProber {
   void failed(uint32_t node, const std::string& path, const std::exception& e);
   void read_ok(uint32_t node);
   void probe_dir(uint32_t dir, unsigned threads, bool whole_chunks);
+  bool waiting(uint32_t node) const;  // its last read failed, and its retry is not due yet
+  bool nothing_due() const;           // every header is read, or waits out its retry
 
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kRetryAfter{30};
   mutable std::mutex failed_mu_;
-  std::set<uint32_t> failed_;  // nodes whose last header read failed
+  std::unordered_map<uint32_t, Clock::time_point> failed_;  // nodes whose last read failed: their next try
   LogLimiter failure_log_;
   Tree& tree_;
   SampleStore& store_;
