@@ -35,6 +35,7 @@ struct JobKnowledge::Job {
   // it needs, so that all of one epoch's needs rank alike and recency orders them.
   uint64_t needed_since = 0;
   uint64_t consumed_count = 0;
+  uint64_t read_to = 0;  // one past the furthest position read
   std::vector<uint64_t> head;  // per node: its first pending position, or kNone
   std::vector<uint64_t> last;  // per node: its last published position, or kNone
 
@@ -56,6 +57,7 @@ struct JobKnowledge::Job {
     const uint64_t pos = head[node];
     consumed[pos - base] = true;
     consumed_count++;
+    read_to = std::max(read_to, pos + 1);
     head[node] = next_same[pos - base];
     if (head[node] == kNone) last[node] = kNone;
     while (cursor < end() && consumed[cursor - base]) cursor++;
@@ -187,7 +189,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
     // would duplicate what another job is about to fetch for it.
     if (j->opportunistic) continue;
-    JobAhead v{name, j->cursor, j->consumed_count + j->end(), {}};
+    JobAhead v{name, j->cursor, std::max(j->cursor, j->read_to), j->consumed_count + j->end(), {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
     // Per (node, form) seen: its pending accesses before the next one. Only the same form's count
@@ -207,15 +209,6 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     out.push_back(std::move(v));
   }
   return out;
-}
-
-bool JobKnowledge::passed(const std::string& name, uint64_t pos) const {
-  std::shared_lock lock(mu_);
-  auto it = jobs_.find(name);
-  if (it == jobs_.end()) return true;
-  const Job& j = *it->second;
-  if (pos < j.cursor) return true;
-  return pos < j.end() && j.consumed[pos - j.base];
 }
 
 bool JobKnowledge::has_future() const { return future_.load(std::memory_order_relaxed); }

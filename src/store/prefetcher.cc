@@ -60,29 +60,34 @@ uint64_t Prefetcher::estimate(const Sample& s, Form form) const {
 uint64_t Prefetcher::outstanding_bytes() const {
   uint64_t total = 0;
   for (const auto& [job, items] : outstanding_)
-    for (const auto& [pos, bytes] : items) total += bytes;
+    if (!idle_.count(job))
+      for (const auto& [pos, bytes] : items) total += bytes;
   return total;
 }
 
-// The window is what was prefetched for a job and not read yet: per job, the issued accesses it
-// has not read (nor dropped by a reset). A round walks each job's accesses from where the last round stopped
-// (its frontier), round-robin across jobs, and queues those not ready until a bound is reached.
+// The window is what was prefetched for a job and not read yet: per job, the issued accesses
+// past the furthest one it has read (an access the kernel's page cache answered never reaches the
+// daemon: one the job has read past counts as read). A round walks each job's accesses from where
+// the last round stopped (its frontier), round-robin across jobs, and queues those not ready until
+// a bound is reached.
 void Prefetcher::round() {
   std::vector<JobAhead> jobs = knowledge_.upcoming(frontier_, cfg_.lookahead);
   const auto now = std::chrono::steady_clock::now();
   std::map<std::string, uint64_t> live;
+  idle_.clear();
   std::vector<size_t> next(jobs.size(), 0);
   for (size_t ji = 0; ji < jobs.size(); ji++) {
     const JobAhead& j = jobs[ji];
     live[j.name] = 0;
-    // A charge goes once its access is read, wherever the cursor is: a read the page cache
-    // answered leaves its position unconsumed, and the cursor stops there until the next reset.
     auto& items = outstanding_[j.name];
-    std::erase_if(items, [&](const auto& item) { return knowledge_.passed(j.name, item.first); });
+    while (!items.empty() && items.front().first < j.read_to) items.pop_front();
     auto [m, came] = moved_.try_emplace(j.name, Moved{j.activity, now});
     if (!came && m->second.activity != j.activity) m->second = {j.activity, now};
-    if (now - m->second.at >= cfg_.idle_after) {  // idle: its charges go, and it waits its turn
-      items.clear();
+    if (now - m->second.at >= cfg_.idle_after) {
+      // Idle: it waits its turn, and its charges leave the window until it reads again. They are
+      // kept: what was staged for it is still there for its reads, and a window ahead of them on
+      // resuming would push it out of the staging.
+      idle_.insert(j.name);
       next[ji] = j.ahead.size();
     }
   }

@@ -267,12 +267,15 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   Prefetching marked(*this, key);
   // Kept where the placement keeps it; otherwise staged, not left among the recent fills (the
   // staging is the prefetcher's own, bounded, and the read takes it from there, counted). Placed
-  // but refused (its form at its quota) is staged too: the recent fills would drop it before the
-  // read came, and a read served there would leave the staged copy to waste.
+  // in RAM alone but refused (its form at its quota) is staged too: the recent fills would drop it
+  // before the read came, and a read served there would leave the staged copy to waste. An SSD
+  // admission is trusted: its write is queued (indexed only once the writer takes it), and the
+  // recent fills hold the chunk until then.
+  const bool ssd_write_queued = where.ssd && cache_.ssd();
   Admission a = where.any() ? where : Admission::staged();
-  if (jobs_.staging) a.recent = false;
+  if (jobs_.staging && !ssd_write_queued) a.recent = false;
   ChunkRef c = cache_.get_or_fill(key, form, make, a, s.node);
-  if (jobs_.staging && !cache_.in_tier(key)) jobs_.staging->put(key, c, s.node);
+  if (jobs_.staging && !ssd_write_queued && !cache_.in_tier(key)) jobs_.staging->put(key, c, s.node);
   return c->size();
 }
 

@@ -79,6 +79,7 @@ class Prefetcher {
     std::chrono::steady_clock::time_point at;
   };
   std::map<std::string, Moved> moved_;  // per job: its activity, and when it last grew (or the job came)
+  std::set<std::string> idle_;          // this round's idle jobs (their charges are out of the window)
 
   std::mutex mu_;
   std::condition_variable wake_cv_, work_cv_;
