@@ -7,12 +7,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "prepfs/common/error.h"
+#include "prepfs/common/log_limiter.h"
 
 namespace prepfs {
 namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+LogLimiter g_trim_log;
 
 }  // namespace
 
@@ -51,6 +52,13 @@ struct JobKnowledge::Job {
     if (last[a.node] != kNone && last[a.node] >= base && head[a.node] != kNone) next_same[last[a.node] - base] = pos;
     if (head[a.node] == kNone) head[a.node] = pos;
     last[a.node] = pos;
+  }
+
+  // The first pending access goes unread (it is its node's first pending one: every earlier
+  // position is consumed).
+  void drop_oldest() {
+    consume(seq[cursor - base].node);
+    consumed_count--;
   }
 
   void consume(uint32_t node) {
@@ -111,15 +119,17 @@ JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
 void JobKnowledge::publish(const std::string& name, const std::vector<Access>& accesses) {
   {
     std::unique_lock lock(mu_);
-    const auto it = jobs_.find(name);
-    const uint64_t pending = (it == jobs_.end() ? 0 : it->second->end() - it->second->cursor) + accesses.size();
-    if (pending > max_pending())
-      throw Error(EFBIG, "order: job '" + name + "' would have " + std::to_string(pending) +
-                             " accesses not read yet, more than " + std::to_string(max_pending()) +
-                             " (four epochs of this source); publish less ahead, or write 'reset' first");
     Job& j = job_locked(name);
     for (const Access& a : accesses)
       if (a.node < nodes_) j.append(a);
+    // The oldest go past the bound: a job that appends epochs without a reset, or whose reads the
+    // kernel's page cache answers (never seen here), would otherwise grow for ever.
+    uint64_t dropped = 0;
+    for (; j.end() - j.cursor > max_pending(); dropped++) j.drop_oldest();
+    if (dropped > 0 && g_trim_log.allow())
+      spdlog::warn("order: job '{}' had more than {} accesses not read yet (four epochs of this source); its "
+                   "{} oldest are dropped. Write 'reset' before each epoch's order",
+                   name, max_pending(), dropped);
     update_future_locked();
   }
   generation_.fetch_add(1);

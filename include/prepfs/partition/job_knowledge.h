@@ -66,9 +66,9 @@ class JobKnowledge final : public SampleKnowledge {
   explicit JobKnowledge(size_t nodes);
   ~JobKnowledge() override;
 
-  // Appends to the job's future, creating the job. Throws Error EFBIG, publishing none of them,
-  // when the job would have more than max_pending() accesses not read yet: each costs 17 bytes,
-  // and nothing else bounds what a writer of .prepfs/order makes the daemon hold.
+  // Appends to the job's future, creating the job. Past max_pending() accesses not read yet, the
+  // oldest are dropped (logged): each costs 17 bytes, and nothing else bounds what a writer of
+  // .prepfs/order makes the daemon hold.
   void publish(const std::string& job, const std::vector<Access>& accesses);
   // Four epochs of the whole tree, and at least 64Ki: a sampler publishes one epoch at a time.
   uint64_t max_pending() const { return 4 * uint64_t(nodes_) + 65536; }
