@@ -82,7 +82,7 @@ const std::vector<OptionDoc>& option_docs() {
        "bytes prefetched ahead of the jobs' published orders and not read yet (default 256M; 0: off)"},
       {"prefetch_threads", "N", "prefetches in flight at once (default 16)"},
       {"prefetch_idle", "SECONDS",
-       "a job whose reads stop this long holds no prefetch window until it reads again (default 30)"},
+       "a job whose reads stop this long holds no prefetch window until it reads again (default 30; never)"},
       {"probe", "WHEN",
        "lazy (default: read image headers while serving) or mount (read them all before the mount answers)"},
       {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
@@ -179,8 +179,8 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
     o.prefetch_threads = parse_count(key, value, 1, 256);
   } else if (key == "prefetch_idle") {
     need_value();
-    o.prefetch_idle = parse_seconds(key, value);
-    if (o.prefetch_idle < 0.001) throw bad_value(key, value, "expected at least 0.001 seconds");
+    o.prefetch_idle = parse_seconds(key, value);  // <0: never
+    if (o.prefetch_idle >= 0 && o.prefetch_idle < 0.001) throw bad_value(key, value, "expected at least 0.001 seconds or 'never'");
   } else if (key == "metadata_ttl") {
     need_value();
     o.metadata_ttl = parse_seconds(key, value);

@@ -393,7 +393,10 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
     PrefetchConfig pc;
     pc.window_bytes = opts.prefetch_window;
     pc.max_in_flight = opts.prefetch_threads;
-    pc.idle_after = std::chrono::milliseconds(static_cast<int64_t>(opts.prefetch_idle * 1000));
+    // never: a century (milliseconds::max() would overflow when compared in nanoseconds).
+    pc.idle_after = opts.prefetch_idle >= 0 ? std::chrono::milliseconds(static_cast<int64_t>(opts.prefetch_idle * 1000))
+                                            : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  std::chrono::hours(24 * 365 * 100));
     p.prefetcher =
         std::make_unique<Prefetcher>(*p.store, *p.knowledge, *p.staging, *p.renderer, pc, p.prefetch_counters,
                                      [&p](uint32_t node, uint32_t later) {

@@ -40,6 +40,7 @@ void check_crops(const prepfs::transform::PipelineSpec& spec) {
 void check_usable(const prepfs::Options& o) {
   if (o.threads < 1 || o.threads > 1024 || o.aug_reuse < 1 || o.s3_connections < 1) __builtin_trap();
   if (o.max_pixels < 1 || o.s3_part_size < (64u << 10)) __builtin_trap();
+  if (!(o.prefetch_idle < 0 || o.prefetch_idle >= 0.001)) __builtin_trap();  // seconds, or never
   for (int tier = 0; tier < 2; tier++) {
     double sum = 0;
     for (int form = 0; form < 3; form++) {

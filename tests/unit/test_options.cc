@@ -260,6 +260,8 @@ TEST(Options, SecondsAreFiniteAndAtLeastAMillisecondWhereMilliseconds) {
   apply_option_list(o, "metadata_ttl=never,s3_timeout=0.5,metadata_ttl=2.5,prefetch_idle=0.2");
   EXPECT_EQ(o.metadata_ttl, 2.5);
   EXPECT_EQ(o.prefetch_idle, 0.2);
+  apply_option_list(o, "prefetch_idle=never");
+  EXPECT_LT(o.prefetch_idle, 0);
 }
 
 TEST(Options, SharedServerListKeepsItsCommasInAnOptionList) {

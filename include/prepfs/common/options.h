@@ -30,7 +30,7 @@ struct Options {
   std::string eviction = "auto";            // eviction=  auto | lru | lfu | random | none | belady | importance
   uint64_t prefetch_window = 256ull << 20;  // prefetch_window= bytes ahead of published orders (0: off)
   unsigned prefetch_threads = 16;           // prefetch_threads= prefetches in flight
-  double prefetch_idle = 30;                // prefetch_idle= seconds a job's reads may stop before it holds no window
+  double prefetch_idle = 30;                // prefetch_idle= seconds a job's reads may stop before it holds no window (<0: never)
   bool probe_lazily = true;                 // probe= lazy | mount: when image headers are read
   double metadata_ttl = -1;                 // metadata_ttl= seconds; <0: never revalidate
   unsigned threads = 64;                    // threads=   max FUSE worker threads per session
