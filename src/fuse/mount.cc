@@ -61,7 +61,8 @@ std::string top_mount_type(const std::string& abs) {
 // A prepfs mount whose daemon died (a crash, SIGKILL, the OOM killer) answers ENOTCONN until
 // someone unmounts it; a restart (systemd's Restart=on-failure) would fail on it every time. Ours
 // (fuse.prepfs on top there) and dead, it is detached with the augmented/ and .prepfs/ mounts
-// below it; true then. Any other mount there, dead or alive, is the user's to look at.
+// below it; true then. Any other mount there, dead or alive, is the user's to look at. Only root
+// may detach (a user's mount is fusermount3's to undo): for others this fails, and says so.
 bool detach_dead_prepfs_mount(const std::string& abs) {
   if (abs.empty() || top_mount_type(abs) != "fuse.prepfs" || !connection_is_dead(abs)) return false;
   if (::umount2(abs.c_str(), MNT_DETACH) != 0) {
@@ -78,8 +79,9 @@ std::string checked_mountpoint(const std::string& mnt, bool may_detach) {
     const int err = errno;
     if (err == ENOTCONN && may_detach && detach_dead_prepfs_mount(absolute_through_parent(mnt)))
       return checked_mountpoint(mnt, false);
-    if (err == ENOTCONN)
-      throw Error(ENOTCONN, "mountpoint " + mnt + " is a dead FUSE mount; run 'umount -l " + mnt + "' first");
+    if (err == ENOTCONN)  // a user's FUSE mount is theirs to unmount through fusermount3
+      throw Error(ENOTCONN, "mountpoint " + mnt + " is a dead FUSE mount; run '" +
+                                (geteuid() == 0 ? "umount -l " : "fusermount3 -uz ") + mnt + "' first");
     throw_errno(err, "mountpoint " + mnt);
   }
   if (!S_ISDIR(st.st_mode)) throw Error(ENOTDIR, "mountpoint " + mnt + " is not a directory");
