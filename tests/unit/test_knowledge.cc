@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
@@ -447,28 +448,47 @@ std::string read_all(Filesystem& fs, uint64_t ino) {
   }
 }
 
-TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
+// `files` files f100, f101, ... of 100,000 bytes each, and a Daemon over them with these options
+// (RAM as given; no SSD).
+struct PrefetchRig {
+  static constexpr size_t kSize = 100'000;
   test::TempDir dir;
+  std::unique_ptr<Daemon> d;
+
+  PrefetchRig(int files, uint64_t ram_bytes, const std::string& options) {
+    for (int i = 0; i < files; i++) dir.write("src/" + name(i), test::pattern(kSize, i));
+    Options o;
+    o.source = dir / "src";
+    o.mountpoint = dir / "mnt";
+    o.ssd_dir = dir / "cache";
+    o.ram_bytes = ram_bytes;
+    o.ssd_bytes = 0;
+    o.log_level = "warn";
+    apply_option_list(o, options);
+    finalize_options(o);
+    d = std::make_unique<Daemon>(o);
+  }
+  static std::string name(int i) { return "f" + std::to_string(100 + i); }
+  uint64_t prefetched() const { return d->prefetch_counters().prefetched.load(); }
+  std::string read(int i) { return read_all(d->main_fs(), walk(d->main_fs(), "raw/" + name(i))); }
+  // Polls for up to 5 s.
+  static bool wait_until(const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return done();
+  }
+};
+
+TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
   const int files = 60;
-  const size_t size = 100'000;
-  for (int i = 0; i < files; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
-  Options o;
-  o.source = dir / "src";
-  o.mountpoint = dir / "mnt";
-  o.ssd_dir = dir / "cache";
-  o.ram_bytes = 64 << 20;
-  o.ssd_bytes = 0;
-  o.log_level = "warn";
-  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2");
-  finalize_options(o);
-  Daemon d(o);
+  PrefetchRig rig(files, 64 << 20, "prefetch_window=350K,prefetch_threads=2");
+  Daemon& d = *rig.d;
   std::string order = "job t\n";
-  for (int i = files - 1; i >= 0; i--) order += "raw/f" + std::to_string(100 + i) + "\n";
+  for (int i = files - 1; i >= 0; i--) order += "raw/" + PrefetchRig::name(i) + "\n";
   write_control(d, "order", order);
   // Read in the published order, slower than the prefetcher runs.
   for (int i = files - 1; i >= 0; i--) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
+    EXPECT_EQ(rig.read(i), test::pattern(PrefetchRig::kSize, i));
   }
   Filesystem& c = d.control_fs();
   const uint64_t stats_ino = walk(c, "stats");
@@ -494,39 +514,23 @@ TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
 // cursor of a dead job never moves. Every other job then got nothing prefetched. Idle past
 // prefetch_idle, a job holds no window (and gets nothing prefetched) until it reads again.
 TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
-  test::TempDir dir;
-  const size_t size = 100'000;
-  for (int i = 0; i < 20; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
-  Options o;
-  o.source = dir / "src";
-  o.mountpoint = dir / "mnt";
-  o.ssd_dir = dir / "cache";
-  o.ram_bytes = 0;  // everything prefetched is staged, and counted in the window until read
-  o.ssd_bytes = 0;
-  o.log_level = "warn";
-  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=0.2");
-  finalize_options(o);
-  Daemon d(o);
+  // No RAM: everything prefetched is staged, and counted in the window until read.
+  PrefetchRig rig(20, 0, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=0.2");
   auto order = [](const std::string& job, int first) {
     std::string text = "job " + job + "\n";
-    for (int i = first; i < first + 10; i++) text += "raw/f" + std::to_string(100 + i) + "\n";
+    for (int i = first; i < first + 10; i++) text += "raw/" + PrefetchRig::name(i) + "\n";
     return text;
   };
-  auto prefetched = [&] { return d.prefetch_counters().prefetched.load(); };
-  auto wait_until = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 1000 && !done(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return done();
-  };
-  write_control(d, "order", order("dead", 0));  // published, never read: the window fills
-  ASSERT_TRUE(wait_until([&] { return prefetched() == 3; })) << prefetched();
+  write_control(*rig.d, "order", order("dead", 0));  // published, never read: the window fills
+  ASSERT_TRUE(rig.wait_until([&] { return rig.prefetched() == 3; })) << rig.prefetched();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(prefetched(), 3u) << "the window holds three files";
-  write_control(d, "order", order("live", 10));
-  EXPECT_TRUE(wait_until([&] { return prefetched() >= 6; })) << "the dead job held the window: " << prefetched();
-  for (int i = 10; i < 20; i++)
-    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
-  EXPECT_GE(d.prefetch_counters().hits.load(), 3u);
-  EXPECT_LE(prefetched(), 13u) << "the idle job got more prefetched";
+  EXPECT_EQ(rig.prefetched(), 3u) << "the window holds three files";
+  write_control(*rig.d, "order", order("live", 10));
+  EXPECT_TRUE(rig.wait_until([&] { return rig.prefetched() >= 6; })) << "the dead job held the window: "
+                                                                      << rig.prefetched();
+  for (int i = 10; i < 20; i++) EXPECT_EQ(rig.read(i), test::pattern(PrefetchRig::kSize, i));
+  EXPECT_GE(rig.d->prefetch_counters().hits.load(), 3u);
+  EXPECT_LE(rig.prefetched(), 13u) << "the idle job got more prefetched";
 }
 
 // A read the kernel's page cache answers never reaches the daemon: its position stays unconsumed,
@@ -534,33 +538,15 @@ TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
 // cursor passed them, so every later read left its charge behind and prefetching stopped after
 // one window. A charge now goes when its own access is read.
 TEST(Prefetcher, ReadsPastAnUnseenReadReleaseTheirWindow) {
-  test::TempDir dir;
-  const size_t size = 100'000;
-  for (int i = 0; i < 10; i++) dir.write("src/f" + std::to_string(100 + i), test::pattern(size, i));
-  Options o;
-  o.source = dir / "src";
-  o.mountpoint = dir / "mnt";
-  o.ssd_dir = dir / "cache";
-  o.ram_bytes = 0;  // everything prefetched is staged, and counted in the window until read
-  o.ssd_bytes = 0;
-  o.log_level = "warn";
-  apply_option_list(o, "prefetch_window=350K,prefetch_threads=2");
-  finalize_options(o);
-  Daemon d(o);
+  PrefetchRig rig(10, 0, "prefetch_window=350K,prefetch_threads=2");  // no RAM: as above
   std::string order = "job t\n";
-  for (int i = 0; i < 10; i++) order += "raw/f" + std::to_string(100 + i) + "\n";
-  write_control(d, "order", order);
-  auto prefetched = [&] { return d.prefetch_counters().prefetched.load(); };
-  auto wait_until = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 1000 && !done(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return done();
-  };
-  ASSERT_TRUE(wait_until([&] { return prefetched() == 3; })) << prefetched();
+  for (int i = 0; i < 10; i++) order += "raw/" + PrefetchRig::name(i) + "\n";
+  write_control(*rig.d, "order", order);
+  ASSERT_TRUE(rig.wait_until([&] { return rig.prefetched() == 3; })) << rig.prefetched();
   // f100 is read from the page cache (the daemon never sees it); f101 and f102 reach the daemon.
-  for (int i = 1; i < 3; i++)
-    EXPECT_EQ(read_all(d.main_fs(), walk(d.main_fs(), "raw/f" + std::to_string(100 + i))), test::pattern(size, i));
-  EXPECT_TRUE(wait_until([&] { return prefetched() >= 5; }))
-      << "the reads past f100 did not give their window back: " << prefetched();
+  for (int i = 1; i < 3; i++) EXPECT_EQ(rig.read(i), test::pattern(PrefetchRig::kSize, i));
+  EXPECT_TRUE(rig.wait_until([&] { return rig.prefetched() >= 5; }))
+      << "the reads past f100 did not give their window back: " << rig.prefetched();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -666,36 +667,48 @@ TEST(SsdTier, AReadDropsTheEntryItFoundNotANewerOne) {
   EXPECT_EQ(files_under(dir.path()), 1u);
 }
 
-// ENOSPC lowers the budget to what fits, and the budget grows back once the disk has room again
-// (it used to stay lowered for good).
-TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
+// An SSD tier of 1 MiB whose disk is full while `full` is set, with `free_bytes` free, probed
+// again at every write; put(i) writes entry k<i> of 10,000 bytes and waits for it.
+struct FullDiskSsd {
+  static constexpr uint64_t kBudget = 1 << 20, kEntry = 10'000 + sizeof(SsdEntryHeader);
   test::TempDir dir;
   std::atomic<bool> full{false};
   std::atomic<uint64_t> free_bytes{0};
-  SsdTierOptions o;
-  o.write_fault = [&](const CacheKey&) { return full ? ENOSPC : 0; };
-  o.free_bytes = [&] { return free_bytes.load(); };
-  o.reprobe_interval = std::chrono::milliseconds(0);
   TierCounters c;
-  const uint64_t budget = 1 << 20, entry = 10'000 + sizeof(SsdEntryHeader);
-  SsdTier ssd(dir.path(), budget, make_policy("lru"), c, o);
-  auto put = [&](int i) {
-    ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(10'000, i)), Form::raw));
-    ASSERT_TRUE(ssd.flush());
-  };
-  for (int i = 0; i < 10; i++) put(i);
+  std::unique_ptr<SsdTier> ssd;
+
+  FullDiskSsd() {
+    SsdTierOptions o;
+    o.write_fault = [this](const CacheKey&) { return full ? ENOSPC : 0; };
+    o.free_bytes = [this] { return free_bytes.load(); };
+    o.reprobe_interval = std::chrono::milliseconds(0);
+    ssd = std::make_unique<SsdTier>(dir.path(), kBudget, make_policy("lru"), c, o);
+  }
+  void put(int i) {
+    ASSERT_TRUE(ssd->put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(10'000, i)), Form::raw));
+    ASSERT_TRUE(ssd->flush());
+  }
+};
+
+// ENOSPC lowers the budget to what fits, and the budget grows back once the disk has room again
+// (it used to stay lowered for good).
+TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
+  FullDiskSsd t;
+  SsdTier& ssd = *t.ssd;
+  const uint64_t entry = FullDiskSsd::kEntry;
+  for (int i = 0; i < 10; i++) t.put(i);
   EXPECT_EQ(ssd.stats().bytes, 10 * entry);
-  full = true;
-  put(10);
-  EXPECT_EQ(load(c.write_errors), 1u);
+  t.full = true;
+  t.put(10);
+  EXPECT_EQ(load(t.c.write_errors), 1u);
   EXPECT_EQ(ssd.stats().budget, 10 * entry / 10 * 9);
   EXPECT_LE(ssd.stats().bytes, ssd.stats().budget);
-  full = false;
-  put(11);  // no free space yet: the budget stays where it is
+  t.full = false;
+  t.put(11);  // no free space yet: the budget stays where it is
   EXPECT_EQ(ssd.stats().budget, 10 * entry / 10 * 9);
-  free_bytes = 100 << 20;
-  put(12);
-  EXPECT_EQ(ssd.stats().budget, budget);
+  t.free_bytes = 100 << 20;
+  t.put(12);
+  EXPECT_EQ(ssd.stats().budget, FullDiskSsd::kBudget);
   EXPECT_TRUE(ssd.get(key_for("k12")));
 }
 
@@ -703,34 +716,22 @@ TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
 // lowered the budget set them in bytes of the lowered budget, and they stayed there once room
 // came back (a form at its quota refuses): ssd= was never reached again.
 TEST(SsdTier, QuotasFollowTheBudgetAFullDiskLowersAndRoomRaises) {
-  test::TempDir dir;
-  std::atomic<bool> full{false};
-  std::atomic<uint64_t> free_bytes{0};
-  SsdTierOptions o;
-  o.write_fault = [&](const CacheKey&) { return full ? ENOSPC : 0; };
-  o.free_bytes = [&] { return free_bytes.load(); };
-  o.reprobe_interval = std::chrono::milliseconds(0);
-  TierCounters c;
-  const uint64_t budget = 1 << 20, entry = 10'000 + sizeof(SsdEntryHeader);
-  SsdTier ssd(dir.path(), budget, make_policy("lru"), c, o);
-  auto put = [&](int i) {
-    ASSERT_TRUE(ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(10'000, i)), Form::raw));
-    ASSERT_TRUE(ssd.flush());
-  };
-  for (int i = 0; i < 10; i++) put(i);
-  full = true;
-  put(10);
+  FullDiskSsd t;
+  SsdTier& ssd = *t.ssd;
+  for (int i = 0; i < 10; i++) t.put(i);
+  t.full = true;
+  t.put(10);
   const uint64_t lowered = ssd.stats().budget;
-  ASSERT_LT(lowered, budget);
+  ASSERT_LT(lowered, FullDiskSsd::kBudget);
   ssd.set_form_shares({1, 0, 0});  // a re-plan while the budget is lowered
   EXPECT_EQ(ssd.stats().quota_of(Form::raw), lowered);
-  full = false;
-  free_bytes = 100 << 20;
-  for (int i = 11; i < 40; i++) put(i);
-  EXPECT_EQ(ssd.stats().budget, budget);
-  EXPECT_EQ(ssd.stats().quota_of(Form::raw), budget);
+  t.full = false;
+  t.free_bytes = 100 << 20;
+  for (int i = 11; i < 40; i++) t.put(i);
+  EXPECT_EQ(ssd.stats().budget, FullDiskSsd::kBudget);
+  EXPECT_EQ(ssd.stats().quota_of(Form::raw), FullDiskSsd::kBudget);
   EXPECT_GT(ssd.stats().bytes, lowered) << "the raw quota stayed at the lowered budget";
-  EXPECT_GE(ssd.stats().bytes, 30 * entry);
+  EXPECT_GE(ssd.stats().bytes, 30 * FullDiskSsd::kEntry);
 }
 
 // A reader that joins another reader's fill waits at most fill_wait, then fails with ETIMEDOUT;
