@@ -199,7 +199,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
     // would duplicate what another job is about to fetch for it.
     if (j->opportunistic) continue;
-    JobAhead v{name, j->cursor, std::max(j->cursor, j->read_to), j->consumed_count + j->end(), {}};
+    JobAhead v{name, j->cursor, j->consumed_count + j->end(), {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
     // Per (node, form) seen: its pending accesses before the next one. Only the same form's count
@@ -217,6 +217,20 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
       v.ahead.push_back(JobAhead::Next{p, a, it->second++});
     }
     out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<bool> JobKnowledge::passed(const std::string& name, const std::vector<uint64_t>& positions,
+                                       uint64_t slack) const {
+  std::shared_lock lock(mu_);
+  std::vector<bool> out(positions.size(), true);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return out;
+  const Job& j = *it->second;
+  for (size_t i = 0; i < positions.size(); i++) {
+    const uint64_t p = positions[i];
+    out[i] = p < j.cursor || p + slack < j.read_to || (p < j.end() && j.consumed[p - j.base]);
   }
   return out;
 }

@@ -55,6 +55,7 @@ void HeaderProber::failed(uint32_t node, const std::string& path, const std::exc
   {
     std::lock_guard lock(failed_mu_);
     failed_[node] = Clock::now() + kRetryAfter;
+    memo_ = {};
     n = failed_.size();
   }
   if (failure_log_.allow())
@@ -68,19 +69,35 @@ bool HeaderProber::waiting(uint32_t node) const {
   return it != failed_.end() && Clock::now() < it->second;
 }
 
-bool HeaderProber::nothing_due() const {
+bool HeaderProber::nothing_due() {
   const uint64_t unread = tree_.unprobed_count();
   if (unread == 0) return true;
   std::lock_guard lock(failed_mu_);
+  if (unread > failed_.size()) return false;  // a header no read has failed yet
   const auto now = Clock::now();
+  if (memo_.unread == unread && memo_.failed == failed_.size() && now < memo_.until) return true;
   uint64_t waiting = 0;
-  for (const auto& [node, next_try] : failed_) waiting += now < next_try && !tree_.dims(node).known();
-  return unread == waiting;
+  Clock::time_point first_due = Clock::time_point::max();
+  for (auto it = failed_.begin(); it != failed_.end();) {
+    if (tree_.dims(it->first).known()) {  // read since (a raw/ read of its first chunk)
+      it = failed_.erase(it);
+      continue;
+    }
+    if (now < it->second) {
+      waiting++;
+      first_due = std::min(first_due, it->second);
+    }
+    ++it;
+  }
+  if (unread != waiting) return false;
+  memo_ = Memo{unread, failed_.size(), first_due};
+  return true;
 }
 
 void HeaderProber::retry_failed_now() {
   std::lock_guard lock(failed_mu_);
   for (auto& [node, next_try] : failed_) next_try = Clock::now();
+  memo_ = {};
 }
 
 void HeaderProber::unread_failed_at_mount() {
@@ -119,7 +136,8 @@ void HeaderProber::probe_dir(uint32_t dir, unsigned threads, bool whole_chunks) 
 // of a 349 MB set of 3,000 JPEGs behind prepfs-slowfs cost 342 MB of source reads; header bytes
 // only, 96 MB (16 KiB per file, plus the kernel's readahead on the slowfs mount).
 void HeaderProber::ensure_all() {
-  for (uint32_t id = 0; id < tree_.size() && !nothing_due(); id++)
+  // probe_dir skips what waits out its retry (nothing_due per directory, O(1) once memoised).
+  for (uint32_t id = 0; id < tree_.size() && !complete(); id++)
     if (tree_.is_dir(id)) probe_dir(id, threads_, false);
 }
 

@@ -79,8 +79,20 @@ void Prefetcher::round() {
   for (size_t ji = 0; ji < jobs.size(); ji++) {
     const JobAhead& j = jobs[ji];
     live[j.name] = 0;
+    // A charge goes once its access is read, or once the job has read far past it: a read the
+    // page cache answered never reaches the daemon (and DataLoader workers read a little out of
+    // order, so a position just behind the furthest read may still come).
     auto& items = outstanding_[j.name];
-    while (!items.empty() && items.front().first < j.read_to) items.pop_front();
+    if (!items.empty()) {
+      std::vector<uint64_t> positions;
+      positions.reserve(items.size());
+      for (const auto& item : items) positions.push_back(item.first);
+      const std::vector<bool> gone = knowledge_.passed(j.name, positions, cfg_.lookahead);
+      std::deque<std::pair<uint64_t, uint64_t>> kept;
+      for (size_t i = 0; i < items.size(); i++)
+        if (!gone[i]) kept.push_back(items[i]);
+      items.swap(kept);
+    }
     auto [m, came] = moved_.try_emplace(j.name, Moved{j.activity, now});
     if (!came && m->second.activity != j.activity) m->second = {j.activity, now};
     if (now - m->second.at >= cfg_.idle_after) {

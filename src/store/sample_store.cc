@@ -107,8 +107,10 @@ ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
   const size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.chunk_size, s.version.size - index * cfg_.chunk_size));
   const CacheKey k = key(s, Form::raw, 0, index);
   note_if_late(k);
+  const Admission where = admit(s, Form::raw);
   ChunkRef c = cache_.get_or_fill(
-      k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, index); }); }, admit(s, Form::raw), s.node);
+      k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, index); }); }, where, s.node);
+  unstage(k, where);
   if (c->size() != len) throw Error(EIO, "cached chunk of " + s.path + " has the wrong size");
   if (index == 0 && !s.dims.known()) note_head(s, c);
   return c;
@@ -192,7 +194,8 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   note_if_late(k);
   // Work in a held slot never waits for another caller's decode: that one may be waiting for
   // this very slot (null then, and the caller renders from the JPEG).
-  return cache_.get_or_fill(
+  const Admission where = admit(s, Form::decoded);
+  ChunkRef c = cache_.get_or_fill(
       k, Form::decoded,
       [&] {
         return staged_or(k, [&] {
@@ -200,7 +203,15 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
               s, [&] { return jpeg(s); }, slot);
         });
       },
-      admit(s, Form::decoded), s.node, slot == SlotUse::held ? Join::never : Join::wait);
+      where, s.node, slot == SlotUse::held ? Join::never : Join::wait);
+  if (c) unstage(k, where);
+  return c;
+}
+
+// A prefetch the SSD is to keep is staged as well (its write may be refused, and reads miss until
+// it lands): a read served from the SSD drops the staged copy, counted as the prefetch's hit.
+void SampleStore::unstage(const CacheKey& k, const Admission& where) {
+  if (where.ssd && jobs_.staging) jobs_.staging->take(k);
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
@@ -265,17 +276,15 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   if (cache_.contains(key) || (jobs_.staging && jobs_.staging->contains(key))) return 0;
   const Admission where = admit(s, form);
   Prefetching marked(*this, key);
-  // Kept where the placement keeps it; otherwise staged, not left among the recent fills (the
-  // staging is the prefetcher's own, bounded, and the read takes it from there, counted). Placed
-  // in RAM alone but refused (its form at its quota) is staged too: the recent fills would drop it
-  // before the read came, and a read served there would leave the staged copy to waste. An SSD
-  // admission is trusted: its write is queued (indexed only once the writer takes it), and the
-  // recent fills hold the chunk until then.
-  const bool ssd_write_queued = where.ssd && cache_.ssd();
+  // Kept where the placement keeps it; what RAM does not keep is staged too, not left among the
+  // recent fills (the staging is the prefetcher's own, bounded, and the read takes it from there,
+  // counted): RAM may refuse it (its form at its quota), and an SSD write is only queued (it may
+  // be refused when the writer takes it, and reads miss until it lands). A read the SSD serves
+  // drops the staged copy (see unstage).
   Admission a = where.any() ? where : Admission::staged();
-  if (jobs_.staging && !ssd_write_queued) a.recent = false;
+  if (jobs_.staging) a.recent = false;
   ChunkRef c = cache_.get_or_fill(key, form, make, a, s.node);
-  if (jobs_.staging && !ssd_write_queued && !cache_.in_tier(key)) jobs_.staging->put(key, c, s.node);
+  if (jobs_.staging && !cache_.ram().contains(key)) jobs_.staging->put(key, c, s.node);
   return c->size();
 }
 

@@ -460,6 +460,27 @@ TEST(Daemon, SamplesGiveNoImagePathAViewDoesNotShowThemUnder) {
   }
 }
 
+// A prefetch the SSD is to keep is staged as well: its write is only queued (it may be refused
+// when the writer takes it, and reads miss until it lands). The read, served from the SSD once
+// the write landed, drops the staged copy and counts the prefetch's hit, so the copy does not sit
+// in the staging as waste.
+TEST(Daemon, APrefetchTheSsdKeepsIsStagedUntilItsRead) {
+  Rig rig("probe=mount,partition=fixed:0/0/0/100/0/0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string path = rig.images[0].first;
+  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  ASSERT_TRUE(s.placed);
+  EXPECT_GT(d.store().prefetch(s, Form::raw, false), 0u);
+  const CacheKey k = make_key(KeyFields{path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
+  EXPECT_TRUE(d.staging().contains(k)) << "only the queued SSD write had it";
+  ASSERT_TRUE(d.cache().flush());
+  ASSERT_TRUE(d.cache().in_tier(k)) << "the SSD did not keep it";
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(rig.images[0].second));
+  EXPECT_FALSE(d.staging().contains(k)) << "the staged copy outlived the read";
+  EXPECT_EQ(load(d.prefetch_counters().hits), 1u);
+}
+
 // A memcached server's name goes into .prepfs/stats escaped: one with a quote (the shared=
 // parser allows it) made the whole file invalid JSON, and prepctl stats failed.
 TEST(Daemon, AServerNameWithAQuoteKeepsTheStatsValidJson) {

@@ -515,7 +515,7 @@ TEST(Prefetcher, StaysWithinItsByteAndInFlightBoundsAndServesTheReads) {
 // prefetch_idle, a job holds no window (and gets nothing prefetched) until it reads again.
 TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
   // No RAM: everything prefetched is staged, and counted in the window until read.
-  PrefetchRig rig(20, 0, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=0.2");
+  PrefetchRig rig(20, 0, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=1");
   auto order = [](const std::string& job, int first) {
     std::string text = "job " + job + "\n";
     for (int i = first; i < first + 10; i++) text += "raw/" + PrefetchRig::name(i) + "\n";
@@ -523,7 +523,7 @@ TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
   };
   write_control(*rig.d, "order", order("dead", 0));  // published, never read: the window fills
   ASSERT_TRUE(rig.wait_until([&] { return rig.prefetched() == 3; })) << rig.prefetched();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past prefetch_idle
   EXPECT_EQ(rig.prefetched(), 3u) << "the window holds three files";
   write_control(*rig.d, "order", order("live", 10));
   EXPECT_TRUE(rig.wait_until([&] { return rig.prefetched() >= 6; })) << "the dead job held the window: "

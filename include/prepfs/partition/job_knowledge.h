@@ -41,7 +41,6 @@ struct JobAhead {
   };
   std::string name;
   uint64_t cursor = 0;   // first unconsumed position
-  uint64_t read_to = 0;  // one past the furthest position read (at least the cursor)
   // Grows whenever the job publishes or reads (its cursor may not: a read the kernel's page cache
   // answers never reaches the daemon, and leaves its position unconsumed).
   uint64_t activity = 0;
@@ -84,6 +83,10 @@ class JobKnowledge final : public SampleKnowledge {
   // Up to `max_per_job` pending accesses of every job that is not opportunistic, from its cursor
   // or from `from[job]` when that is further (what the prefetcher has already looked at).
   std::vector<JobAhead> upcoming(const std::map<std::string, uint64_t>& from, size_t max_per_job) const;
+  // Of the job's positions (ascending), which it is past: read, dropped by a reset, or more than
+  // `slack` behind the furthest one it has read (a read the kernel's page cache answered never
+  // reaches the daemon: its position stays unread). All passed when the job is gone.
+  std::vector<bool> passed(const std::string& job, const std::vector<uint64_t>& positions, uint64_t slack) const;
   // Moves whenever an access is published or consumed (the prefetcher polls it).
   uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
   bool has_future() const override;

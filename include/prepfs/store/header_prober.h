@@ -59,12 +59,19 @@ class HeaderProber {
   void read_ok(uint32_t node);
   void probe_dir(uint32_t dir, unsigned threads, bool whole_chunks);
   bool waiting(uint32_t node) const;  // its last read failed, and its retry is not due yet
-  bool nothing_due() const;           // every header is read, or waits out its retry
+  // Every header is read, or waits out its retry. O(1) but when the counts changed since the last
+  // answer or a retry fell due: then one pass over the failed ones (pruning those read since).
+  bool nothing_due();
 
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::seconds kRetryAfter{30};
   mutable std::mutex failed_mu_;
   std::unordered_map<uint32_t, Clock::time_point> failed_;  // nodes whose last read failed: their next try
+  struct Memo {  // nothing_due()'s last "nothing due": valid while the counts stay and until `until`
+    uint64_t unread = 0;
+    size_t failed = 0;
+    Clock::time_point until{};
+  } memo_;  // under failed_mu_
   LogLimiter failure_log_;
   Tree& tree_;
   SampleStore& store_;

@@ -125,7 +125,8 @@ class SampleStore {
   JpegBytes jpeg(const Sample& s);
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
-  Admission admit(const Sample& s, Form form) const;             // admission(), or the policy's membership
+  Admission admit(const Sample& s, Form form) const;
+  void unstage(const CacheKey& key, const Admission& where);             // admission(), or the policy's membership
   // A variant rendered before its open and staged: prefetch_variant (a published order; the
   // prefetch window's room, a read meanwhile counts as late) and render_ahead (no order; the
   // staging's room for renders ahead) differ only in whose room they take.
