@@ -14,6 +14,9 @@ namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 LogLimiter g_trim_log;
+// How far a sequence job reads past a position before its read of it counts as unseen: more than
+// DataLoader workers read out of order (workers x prefetch_factor x batch: 8 x 2 x 256).
+constexpr uint64_t kUnseenAfter = 4096;
 
 }  // namespace
 
@@ -186,6 +189,13 @@ bool JobKnowledge::note_access(uint32_t node) {
     return false;
   }
   best->consume(node);
+  // A job that has read this far past a position never had its read of it seen: the kernel's
+  // page cache answered it (a read of pages it holds never reaches the daemon). It counts as
+  // done, so its sample does not rank as needed now for good and the job's pending accesses are
+  // not held from that position until the next reset. Not for an opportunistic job: it reads
+  // what it needs in any order.
+  if (!best->opportunistic)
+    while (best->read_to > best->cursor + kUnseenAfter) best->drop_oldest();  // (read_to < cursor after a reset)
   best->active = clock_;
   if (best->cursor == best->end()) update_future_locked();
   progress_.fetch_add(1, std::memory_order_relaxed);

@@ -346,6 +346,29 @@ TEST(JobKnowledge, AJobHoldsAtMostFourEpochsNotReadYet) {
   EXPECT_EQ(fromfile.jobs()[0].pending, fromfile.max_pending());
 }
 
+// A read the kernel's page cache answers never reaches the daemon. Its position stayed pending
+// until the next reset: its sample ranked as needed now (belady kept it in RAM beside the
+// kernel's copy), and the job's pending accesses were held from there. Once the job has read
+// 4096 positions past it, it counts as done. Opportunistic jobs read in any order: not for them.
+TEST(JobKnowledge, APositionTheJobReadFarPastCountsAsReadUnseen) {
+  for (const bool opportunistic : {false, true}) {
+    SCOPED_TRACE(opportunistic ? "opportunistic" : "in order");
+    const uint32_t n = 5000;
+    JobKnowledge k(n);
+    if (opportunistic) k.set_opportunistic("a", true);
+    std::vector<Access> order;
+    for (uint32_t i = 0; i < n; i++) order.push_back({i, Form::raw});
+    k.publish("a", order);
+    // Sample 0 is read from the page cache; the daemon sees the others.
+    for (uint32_t i = 1; i < 4096; i++) ASSERT_TRUE(k.note_access(i));
+    EXPECT_NE(k.next_use(0), SampleKnowledge::kNever) << "4095 past it: a worker may still read it";
+    ASSERT_TRUE(k.note_access(4096));
+    EXPECT_EQ(k.next_use(0) == SampleKnowledge::kNever, !opportunistic);
+    EXPECT_EQ(k.jobs()[0].pending, n - 4097u + (opportunistic ? 1 : 0));
+    EXPECT_EQ(k.jobs()[0].consumed, 4096u) << "counted as a read the daemon saw";
+  }
+}
+
 TEST(JobKnowledge, RepeatedAccessesOfOneSampleAreConsumedInOrder) {
   JobKnowledge k(4);
   k.publish("a", {{1, Form::raw}, {2, Form::raw}, {1, Form::raw}, {2, Form::raw}, {1, Form::raw}});
