@@ -231,8 +231,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
   return out;
 }
 
-std::vector<bool> JobKnowledge::passed(const std::string& name, const std::vector<uint64_t>& positions,
-                                       uint64_t slack) const {
+std::vector<bool> JobKnowledge::passed(const std::string& name, const std::vector<uint64_t>& positions) const {
   std::shared_lock lock(mu_);
   std::vector<bool> out(positions.size(), true);
   auto it = jobs_.find(name);
@@ -240,7 +239,7 @@ std::vector<bool> JobKnowledge::passed(const std::string& name, const std::vecto
   const Job& j = *it->second;
   for (size_t i = 0; i < positions.size(); i++) {
     const uint64_t p = positions[i];
-    out[i] = p < j.cursor || p + slack < j.read_to || (p < j.end() && j.consumed[p - j.base]);
+    out[i] = p < j.cursor || (p < j.end() && j.consumed[p - j.base]);
   }
   return out;
 }

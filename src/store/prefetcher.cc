@@ -79,15 +79,15 @@ void Prefetcher::round() {
   for (size_t ji = 0; ji < jobs.size(); ji++) {
     const JobAhead& j = jobs[ji];
     live[j.name] = 0;
-    // A charge goes once its access is read, or once the job has read far past it: a read the
-    // page cache answered never reaches the daemon (and DataLoader workers read a little out of
-    // order, so a position just behind the furthest read may still come).
+    // A charge goes once its access is read, or is behind the job's cursor: a reset dropped it, or
+    // the job read far past it and it counts as read unseen (the page cache answered it: see
+    // JobKnowledge::note_access).
     auto& items = outstanding_[j.name];
     if (!items.empty()) {
       std::vector<uint64_t> positions;
       positions.reserve(items.size());
       for (const auto& item : items) positions.push_back(item.first);
-      const std::vector<bool> gone = knowledge_.passed(j.name, positions, cfg_.lookahead);
+      const std::vector<bool> gone = knowledge_.passed(j.name, positions);
       std::deque<std::pair<uint64_t, uint64_t>> kept;
       for (size_t i = 0; i < items.size(); i++)
         if (!gone[i]) kept.push_back(items[i]);

@@ -83,10 +83,9 @@ class JobKnowledge final : public SampleKnowledge {
   // Up to `max_per_job` pending accesses of every job that is not opportunistic, from its cursor
   // or from `from[job]` when that is further (what the prefetcher has already looked at).
   std::vector<JobAhead> upcoming(const std::map<std::string, uint64_t>& from, size_t max_per_job) const;
-  // Of the job's positions (ascending), which it is past: read, dropped by a reset, or more than
-  // `slack` behind the furthest one it has read (a read the kernel's page cache answered never
-  // reaches the daemon: its position stays unread). All passed when the job is gone.
-  std::vector<bool> passed(const std::string& job, const std::vector<uint64_t>& positions, uint64_t slack) const;
+  // Of the job's positions, which it is past: read, behind its cursor (dropped by a reset, or read
+  // unseen: see note_access), or all of them when the job is gone.
+  std::vector<bool> passed(const std::string& job, const std::vector<uint64_t>& positions) const;
   // Moves whenever an access is published or consumed (the prefetcher polls it).
   uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
   bool has_future() const override;
