@@ -418,6 +418,14 @@ TEST(Daemon, AChangedFileLeavesNothingStaged) {
   EXPECT_TRUE(d.staging().contains(other));
 }
 
+// The sample a raw/ path names, and the key of its first raw chunk (as the store makes it).
+Sample raw_sample(Daemon& d, const std::string& path) {
+  return d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+}
+CacheKey first_chunk_key(Daemon& d, const Sample& s) {
+  return make_key(KeyFields{s.path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
+}
+
 // A prefetch the placement puts in RAM, which RAM refuses (its form at its quota: the plan's
 // estimate was short, or a re-plan is under way), is staged for the read. It went only among the
 // recent fills, which drop it as other files are read, and the read fetched it again.
@@ -426,14 +434,14 @@ TEST(Daemon, APrefetchThatRamRefusesIsStagedForTheRead) {
   Daemon d(rig.opts);
   d.profiler().stop();
   const std::string path = rig.images[0].first;
-  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  const Sample s = raw_sample(d, path);
   ASSERT_TRUE(s.placed);
   // Something else fills the raw quota.
   const CacheKey junk = make_key(KeyFields{"elsewhere.jpg", FileVersion{1, 2, 3}, Form::raw});
   d.cache().keep(junk, filler(d.cache().stats(Tier::ram).quota_of(Form::raw) - 64), Form::raw, Admission{true, false});
   ASSERT_TRUE(d.cache().in_tier(junk));
   EXPECT_GT(d.store().prefetch(s, Form::raw, false), 0u);
-  const CacheKey k = make_key(KeyFields{path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
+  const CacheKey k = first_chunk_key(d, s);
   EXPECT_FALSE(d.cache().in_tier(k));
   EXPECT_TRUE(d.staging().contains(k)) << "a prefetch RAM refused went only among the recent fills";
   EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(rig.images[0].second));
@@ -469,10 +477,10 @@ TEST(Daemon, APrefetchTheSsdKeepsIsStagedUntilItsRead) {
   Daemon d(rig.opts);
   d.profiler().stop();
   const std::string path = rig.images[0].first;
-  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  const Sample s = raw_sample(d, path);
   ASSERT_TRUE(s.placed);
   EXPECT_GT(d.store().prefetch(s, Form::raw, false), 0u);
-  const CacheKey k = make_key(KeyFields{path, s.version, Form::raw, 0, 0, 0, d.store().chunk_size()});
+  const CacheKey k = first_chunk_key(d, s);
   EXPECT_TRUE(d.staging().contains(k)) << "only the queued SSD write had it";
   ASSERT_TRUE(d.cache().flush());
   ASSERT_TRUE(d.cache().in_tier(k)) << "the SSD did not keep it";
