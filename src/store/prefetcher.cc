@@ -65,9 +65,8 @@ uint64_t Prefetcher::outstanding_bytes() const {
   return total;
 }
 
-// The window is what was prefetched for a job and not read yet: per job, the issued accesses
-// past the furthest one it has read (an access the kernel's page cache answered never reaches the
-// daemon: one the job has read past counts as read). A round walks each job's accesses from where
+// The window is what was prefetched for a job and not read yet: per job, the issued accesses it
+// has not read and that are not behind its cursor (see the charges below). A round walks each job's accesses from where
 // the last round stopped (its frontier), round-robin across jobs, and queues those not ready until
 // a bound is reached.
 void Prefetcher::round() {
