@@ -64,8 +64,7 @@ def test_a_published_order_is_fetched_in_that_order_ahead_of_the_reader(dataset,
             assert res.returncode == 0 and f"published {len(order)} accesses" in res.stdout, res.stderr
 
             def fetched():  # files whose first byte the source has served, in order
-                starts = [l.split(" ")[1] for l in log.read_text().splitlines() if l.startswith("read ")
-                          and l.split(" ")[2] == "0"]
+                starts = [f[1] for f in SlowFs.access_log(log) if f[0] == "read" and f[2] == "0"]
                 return list(dict.fromkeys(starts))
 
             ahead = 0

@@ -64,8 +64,7 @@ class Cluster:
 
     def opened(self):
         """Source files opened since the log was last cleared."""
-        with open(self.access_log) as f:
-            return {l.split(" ", 1)[1].rstrip("\n") for l in f if l.startswith("open ")}
+        return {" ".join(f[1:]) for f in SlowFs.access_log(self.access_log) if f[0] == "open"}
 
     def clear_log(self):
         open(self.access_log, "w").close()
