@@ -32,6 +32,80 @@ std::string lease_value() {
 
 SharedTier::SharedTier(std::unique_ptr<KvStore> store, SharedTierConfig cfg) : store_(std::move(store)), cfg_(cfg) {
   cfg_.lease_ttl = std::max(cfg_.lease_ttl, std::chrono::milliseconds(1000));
+  publisher_ = std::thread([this] { publishing_loop(); });
+}
+
+SharedTier::~SharedTier() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  publisher_.join();
+}
+
+uint64_t SharedTier::queue_cost(const Pending& p) {
+  return (p.chunk ? p.chunk->size() : 0) + sizeof(Pending);  // an empty entry still costs its slot
+}
+
+void SharedTier::publish_later(Pending p) {
+  const uint64_t cost = queue_cost(p);
+  p.queued_at = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(queue_mutex_);
+    if (!stopping_ && queue_bytes_ + cost <= cfg_.publish_queue_bytes) {
+      queue_bytes_ += cost;
+      bump(counters_.publish_queued);
+      bump(counters_.publish_queued_bytes, cost);
+      queue_.push_back(std::move(p));
+      queue_cv_.notify_one();
+      return;
+    }
+  }
+  // Full (the servers take entries slower than this node fills them): the others fill this one
+  // themselves rather than wait out a lease for an entry that will not come.
+  bump(counters_.publish_dropped);
+  if (g_publish_log.allow())
+    spdlog::warn("shared tier: the publishing queue is full ({} bytes); a {} entry is not published",
+                 cfg_.publish_queue_bytes, form_name(p.form));
+  give_back(p);
+}
+
+void SharedTier::give_back(const Pending& p) {
+  if (!p.lease.empty()) store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
+}
+
+void SharedTier::publishing_loop() {
+  std::unique_lock lock(queue_mutex_);
+  while (true) {
+    queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    publishing_ = true;
+    const bool stopping = stopping_;
+    lock.unlock();
+    // At shutdown only the leases go back: the others need not wait. Nor should they wait on a
+    // backlog: past half the lease TTL they are better off filling it themselves.
+    if (stopping || std::chrono::steady_clock::now() - p.queued_at > cfg_.lease_ttl / 2)
+      bump(counters_.publish_dropped);
+    else
+      publish(p.key, p.form, *p.chunk);
+    give_back(p);
+    const uint64_t cost = queue_cost(p);
+    p = {};  // the chunk's memory goes before the queue says it has room
+    lock.lock();
+    queue_bytes_ -= cost;
+    counters_.publish_queued.fetch_sub(1, std::memory_order_relaxed);
+    counters_.publish_queued_bytes.fetch_sub(cost, std::memory_order_relaxed);
+    publishing_ = false;
+    if (queue_.empty()) drained_cv_.notify_all();
+  }
+}
+
+void SharedTier::drain() {
+  std::unique_lock lock(queue_mutex_);
+  drained_cv_.wait(lock, [&] { return queue_.empty() && !publishing_; });
 }
 
 void SharedTier::set_forms(const std::array<bool, kForms>& forms) {
@@ -183,8 +257,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
           store_->remove_if(lease, me);  // the others need not wait for a fill that will not come
           throw;
         }
-        publish(key, form, *filled);
-        store_->remove_if(lease, me);
+        publish_later(Pending{key, form, filled, me});
         return Result{std::move(filled), false};
       }
       if (took == KvResult::failed) {
@@ -206,7 +279,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
         spdlog::warn("shared tier: waited {} ms for another node's fill of a {} entry; fetching it here",
                      cfg_.lease_ttl.count(), form_name(form));
       ChunkRef filled = fill();
-      publish(key, form, *filled);
+      publish_later(Pending{key, form, filled, {}});
       return Result{std::move(filled), false};
     }
     std::this_thread::sleep_for(poll);

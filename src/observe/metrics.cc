@@ -126,6 +126,13 @@ void shared_metrics(PromText& p, SharedTier& shared) {
   per_form("prepfs_shared_corrupt_total", "Shared values that failed their checks (then refetched).", &PF::corrupt);
   per_form("prepfs_shared_errors_total", "Shared-tier calls that failed (server down, slow or unreachable).",
            &PF::errors);
+  p.family("prepfs_shared_publish_queue_entries", "gauge", "Entries filled here waiting to be stored for the others.");
+  p.sample("prepfs_shared_publish_queue_entries", {}, load(c.publish_queued));
+  p.family("prepfs_shared_publish_queue_bytes", "gauge", "Bytes of the entries waiting to be stored for the others.");
+  p.sample("prepfs_shared_publish_queue_bytes", {}, load(c.publish_queued_bytes));
+  p.family("prepfs_shared_publish_dropped_total", "counter",
+           "Entries not stored for the others: the publishing queue was full, or the daemon stopped first.");
+  p.sample("prepfs_shared_publish_dropped_total", {}, load(c.publish_dropped));
   p.family("prepfs_shared_form_enabled", "gauge", "1 for the forms the shared tier keeps (the plan's choice).");
   for (Form f : kAllForms) p.sample("prepfs_shared_form_enabled", {{"form", form_name(f)}}, uint64_t(shared.shares(f)));
   p.histogram_seconds("prepfs_shared_get_seconds", "Latency of shared-tier lookups (found or not).", c.get_latency);

@@ -48,8 +48,10 @@ std::string shared_json(SharedTier* shared) {
         servers.empty() ? "" : ", ", json_escaped(sv.name), sv.up ? "true" : "false", sv.failures, sv.memory_bytes, sv.extstore_bytes,
         sv.used_bytes, sv.items, sv.evictions, sv.item_size_max);
   return fmt::format(R"(,
-  "shared": {{"forms": [{}], "gets": {}, "get_seconds": {:.6f}, "by_form": {{{}}}, "servers": [{}]}})",
-                     forms, load(c.gets), double(load(c.get_ns)) / 1e9, by_form, servers);
+  "shared": {{"forms": [{}], "gets": {}, "get_seconds": {:.6f}, "by_form": {{{}}}, )"
+                     R"("publish_queue": {{"entries": {}, "bytes": {}, "dropped": {}}}, "servers": [{}]}})",
+                     forms, load(c.gets), double(load(c.get_ns)) / 1e9, by_form, load(c.publish_queued),
+                     load(c.publish_queued_bytes), load(c.publish_dropped), servers);
 }
 
 }  // namespace

@@ -83,6 +83,13 @@ def servers():
         m.stop()
 
 
+def published(d):
+    """Waits until d has stored what it filled: it publishes after its readers have their bytes."""
+    wait_for(lambda: d.stats()["shared"]["publish_queue"]["entries"] == 0, timeout=30,
+             what="the daemon's publishing queue emptied")
+    assert d.stats()["shared"]["publish_queue"]["dropped"] == 0
+
+
 def test_second_daemon_reads_what_the_first_read_with_zero_source_opens(dataset, tmp_path, servers):
     src = dataset / "src"
     want = digests(src, files_of(src))
@@ -90,6 +97,7 @@ def test_second_daemon_reads_what_the_first_read_with_zero_source_opens(dataset,
     try:
         a = c.start()
         assert digests(a.raw(), want) == want
+        published(a)
         assert a.stats()["shared"]["by_form"]["raw"]["published"] > 0
         c.slow.reset()
         b = c.start()
@@ -118,6 +126,7 @@ def test_decoded_on_the_second_daemon_renders_nothing_the_first_decoded(dataset,
         a = c.start()
         first = digests(os.path.join(a.mnt, "decoded"), [decoded_name(r) for r in imgs])
         assert a.stats()["transform"]["decoded"] == len(imgs)
+        published(a)
         c.clear_log()
         b = c.start()
         second = digests(os.path.join(b.mnt, "decoded"), [decoded_name(r) for r in imgs])
@@ -156,6 +165,7 @@ def test_daemons_in_separate_network_namespaces_share_across_veth_links(dataset,
                     wrappers={0: net.nodes[0].prefix(), 1: net.nodes[1].prefix()})
         a = c.start()
         assert digests(a.raw(), want) == want
+        published(a)  # b's header probes look the shared tier up without waiting on leases
         c.slow.reset()
         b = c.start()
         assert digests(b.raw(), want) == want
@@ -189,6 +199,7 @@ def test_killing_a_server_mid_epoch_loses_no_bytes_and_recovers_without_remount(
     try:
         a = c.start()
         assert digests(a.raw(), want) == want
+        published(a)  # b's header probes look the shared tier up without waiting on leases
         c.slow.reset()
         b = c.start()
         # Eight readers on b; one server dies a third of the way through the epoch.
@@ -268,6 +279,7 @@ def test_values_corrupted_inside_memcached_are_detected_and_refetched(dataset, t
     try:
         a = c.start()
         assert digests(a.raw(), want) == want
+        published(a)
         corrupted = sum(corrupt_every_value(m) for m in servers)
         assert corrupted >= len(want) - 1  # every entry but the empty ones
         c.slow.reset()
@@ -277,6 +289,7 @@ def test_values_corrupted_inside_memcached_are_detected_and_refetched(dataset, t
         assert st["corrupt"] > 0 and st["hits"] == 0, st
         assert c.slow.counters()["opens"] > 0
         # b published good values again: a third daemon reads them all without the source.
+        published(b)
         c.slow.reset()
         d = c.start()
         assert digests(d.raw(), want) == want

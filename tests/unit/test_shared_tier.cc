@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -122,6 +124,7 @@ TEST(SharedTier, WhatOneNodePublishesAnotherReads) {
     EXPECT_TRUE(same(r2.chunk, c));
   }
   EXPECT_EQ(fills, 20);
+  n1->drain();
   EXPECT_EQ(load(of(*n1, Form::raw).published), 20u);
   EXPECT_EQ(load(of(*n2, Form::raw).hits), 20u);
   // Both servers hold some: the keys are spread.
@@ -196,6 +199,7 @@ TEST(SharedTier, ACorruptValueIsAMissAndIsReplaced) {
   EXPECT_EQ(fills, 1);
   EXPECT_EQ(load(of(*n2, Form::raw).corrupt), 1u);
   // Refetched and published again: the next node reads a good value.
+  n2->drain();
   auto n3 = node({a.port()});
   EXPECT_TRUE(same(n3->get(key_of(5), Form::raw), c));
 }
@@ -266,19 +270,19 @@ TEST(SharedTier, AFillThatOutlivesItsLeaseLeavesTheNextHoldersLease) {
     return c;
   });
   EXPECT_TRUE(same(r.chunk, c));
+  n1->drain();  // the lease goes back after the entry is stored
   const std::string lease10 = shared_lease_key(key_of(10), Form::raw);
   std::string v;
   raw->get(std::span<const std::string>(&lease10, 1), [&](size_t, std::span<const char> b) { v.assign(b.data(), b.size()); });
   EXPECT_EQ(v, "node-b:2") << "a published fill removed the lease another node holds";
 }
 
-// Fault injection: stores that throw, as an allocation failure in the client would, over a real
-// store for everything else.
-class ThrowingStores : public KvStore {
+// A real store underneath, for fault injection in one call (override it).
+class ForwardingStore : public KvStore {
  public:
-  explicit ThrowingStores(std::unique_ptr<KvStore> inner) : inner_(std::move(inner)) {}
+  explicit ForwardingStore(std::unique_ptr<KvStore> inner) : inner_(std::move(inner)) {}
   KvResult get(std::span<const std::string> keys, OnValue on_value) override { return inner_->get(keys, on_value); }
-  KvResult set(const std::string&, std::span<const char>) override { throw std::bad_alloc(); }
+  KvResult set(const std::string& key, std::span<const char> value) override { return inner_->set(key, value); }
   KvResult add(const std::string& key, std::span<const char> value, uint32_t ttl) override {
     return inner_->add(key, value, ttl);
   }
@@ -294,6 +298,47 @@ class ThrowingStores : public KvStore {
   std::unique_ptr<KvStore> inner_;
 };
 
+// Stores that throw, as an allocation failure in the client would.
+class ThrowingStores : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  KvResult set(const std::string&, std::span<const char>) override { throw std::bad_alloc(); }
+};
+
+// A slow server, for stores only: each set waits until the test opens the gate (or 3 s pass).
+class GatedStores : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  KvResult set(const std::string& key, std::span<const char> value) override {
+    {
+      std::unique_lock lock(mutex_);
+      waiting_++;
+      cv_.notify_all();
+      cv_.wait_for(lock, 3s, [&] { return open_; });
+    }
+    return ForwardingStore::set(key, value);
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool is_open() {
+    std::lock_guard lock(mutex_);
+    return open_;
+  }
+  void wait_for_a_set() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  int waiting_ = 0;
+};
+
 // Publishing is a courtesy to the other nodes: when it fails, the reader that filled still gets
 // its bytes, and the lease goes. A throw there used to reach the reader as an error, with the
 // lease held until its TTL.
@@ -305,6 +350,7 @@ TEST(SharedTier, APublishThatThrowsStillServesTheFillAndGivesTheLeaseBack) {
   SharedTier::Result r{nullptr, false};
   EXPECT_NO_THROW(r = n1.get_or_fill(key_of(11), Form::raw, [&] { return c; }));
   EXPECT_TRUE(same(r.chunk, c));
+  n1.drain();
   EXPECT_GE(load(of(n1, Form::raw).errors), 1u);
   auto raw = client({a.port()});
   const std::string lease = shared_lease_key(key_of(11), Form::raw);
@@ -426,4 +472,90 @@ TEST(SharedTier, AHungServerCostsOneTimeoutThenIsSkipped) {
       slow += h.buckets[i].load();
   EXPECT_EQ(slow, 1u);
   a.resume();
+}
+
+// Publishing waits on no reader: a miss's bytes go to the reader while the store is still under
+// way (it used to wait for every set and the lease's removal), and the other nodes, seeing the
+// lease, wait for the entry rather than fetch it too.
+TEST(SharedTier, AReaderDoesNotWaitForItsFillToBePublished) {
+  test::MemcachedServer a;
+  auto gated = std::make_unique<GatedStores>(client({a.port()}));
+  GatedStores* gate = gated.get();
+  SharedTier n1(std::move(gated));
+  n1.set_forms({true, true, true});
+  auto n2 = node({a.port()});
+  const ChunkRef c = bytes_chunk(70000, 21);
+  auto r = n1.get_or_fill(key_of(21), Form::raw, [&] { return c; });
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_FALSE(gate->is_open()) << "the reader waited for the publish";
+  gate->wait_for_a_set();
+  EXPECT_EQ(load(n1.counters().publish_queued), 1u);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(100ms);
+    gate->open();
+  });
+  auto r2 = n2->get_or_fill(key_of(21), Form::raw, [&]() -> ChunkRef {
+    ADD_FAILURE() << "the second node fetched while the first was publishing";
+    return c;
+  });
+  opener.join();
+  EXPECT_TRUE(r2.hit);
+  EXPECT_TRUE(same(r2.chunk, c));
+  n1.drain();
+  EXPECT_EQ(load(of(n1, Form::raw).published), 1u);
+  EXPECT_EQ(load(n1.counters().publish_queued), 0u);
+  EXPECT_EQ(load(n1.counters().publish_queued_bytes), 0u);
+}
+
+// The queue holds at most publish_queue_bytes: past that, an entry is not published and its lease
+// goes back at once, so that the other nodes fill it themselves instead of waiting for it.
+TEST(SharedTier, AFullPublishingQueueDropsTheEntryAndGivesItsLeaseBack) {
+  test::MemcachedServer a;
+  auto gated = std::make_unique<GatedStores>(client({a.port()}));
+  GatedStores* gate = gated.get();
+  SharedTierConfig cfg;
+  cfg.publish_queue_bytes = 250000;
+  SharedTier n1(std::move(gated), cfg);
+  n1.set_forms({true, true, true});
+  auto raw = client({a.port()});
+  auto leased = [&](uint64_t k) {
+    const std::string lease = shared_lease_key(key_of(k), Form::raw);
+    size_t found = 0;
+    raw->get(std::span<const std::string>(&lease, 1), [&](size_t, std::span<const char>) { found++; });
+    return found == 1;
+  };
+  for (uint64_t k = 30; k < 35; k++)  // 100 KB each: two fit, the one being stored included
+    n1.get_or_fill(key_of(k), Form::raw, [&] { return bytes_chunk(100000, uint32_t(k)); });
+  EXPECT_LE(load(n1.counters().publish_queued_bytes), cfg.publish_queue_bytes);
+  EXPECT_GE(load(n1.counters().publish_dropped), 2u);
+  EXPECT_TRUE(leased(30)) << "the entry being published keeps its lease";
+  EXPECT_FALSE(leased(34)) << "a dropped entry kept its lease";
+  gate->open();
+  n1.drain();
+  EXPECT_FALSE(leased(30));
+  EXPECT_EQ(load(of(n1, Form::raw).published) + load(n1.counters().publish_dropped), 5u);
+}
+
+// Behind a slow server the queue must not hold leases long: the other nodes wait on a lease, and
+// past half its TTL they are better off filling the entry themselves.
+TEST(SharedTier, AnEntryQueuedPastHalfItsLeaseTtlIsDroppedAndItsLeaseGivenBack) {
+  test::MemcachedServer a;
+  auto gated = std::make_unique<GatedStores>(client({a.port()}));
+  GatedStores* gate = gated.get();
+  SharedTierConfig cfg;
+  cfg.lease_ttl = 1s;
+  SharedTier n1(std::move(gated), cfg);
+  n1.set_forms({true, true, true});
+  for (uint64_t k = 40; k < 42; k++) n1.get_or_fill(key_of(k), Form::raw, [&] { return bytes_chunk(1000, 40); });
+  gate->wait_for_a_set();  // entry 40 is being stored; 41 waits behind it
+  std::this_thread::sleep_for(700ms);
+  gate->open();
+  n1.drain();
+  EXPECT_EQ(load(of(n1, Form::raw).published), 1u);
+  EXPECT_EQ(load(n1.counters().publish_dropped), 1u);
+  auto raw = client({a.port()});
+  const std::string lease = shared_lease_key(key_of(41), Form::raw);
+  size_t found = 0;
+  raw->get(std::span<const std::string>(&lease, 1), [&](size_t, std::span<const char>) { found++; });
+  EXPECT_EQ(found, 0u) << "the dropped entry kept its lease";
 }

@@ -9,6 +9,13 @@
 //   3. Absent and leased by another node: wait, polling (2 ms doubling to 50 ms), until the entry
 //      appears (a hit), or the lease goes without it (take it: back to 2), or lease_ttl has passed
 //      since the wait began (the holder died or is slow: fill here, and publish).
+// Publishing (step 2's "publish the entry, drop the lease") runs on a thread of its own, after
+// the reader has its bytes: a slow memcached must not slow a read down. The queue is bounded in
+// bytes (publish_queue_bytes); an entry that does not fit is not published (counted as dropped),
+// and its lease is given back at once, so that the other nodes fill it themselves rather than
+// wait out the lease. The lease is held until the entry is stored, so the other nodes wait for
+// it, as they would for a fill; but not for long: an entry queued for more than half the lease
+// TTL (servers slower than this node fills) is dropped the same way.
 // Any call that fails (a dead, slow or unreachable server) leaves the shared tier out of this
 // read: the fill runs here and the reader gets its bytes; a corrupt or foreign value is a miss
 // (and is replaced). The shared tier never turns into an error for a reader or into wrong bytes.
@@ -19,7 +26,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 
 #include "prepfs/cache/chunk.h"
 #include "prepfs/cache/key.h"
@@ -34,6 +46,8 @@ struct SharedTierConfig {
   std::chrono::milliseconds lease_ttl{10000};  // in whole seconds in memcached (at least 1)
   std::chrono::milliseconds first_poll{2};
   std::chrono::milliseconds max_poll{50};
+  // Entries filled here and not yet stored for the others: at most this many bytes are held.
+  uint64_t publish_queue_bytes = 64ull << 20;
 };
 
 struct SharedCounters {
@@ -53,11 +67,18 @@ struct SharedCounters {
   std::atomic<uint64_t> gets{0}, get_ns{0};
   std::atomic<uint64_t> hit_bytes{0}, hit_ns{0};
   LatencyHistogram get_latency;
+  // The publishing queue: entries waiting to be stored, their bytes, and entries not published
+  // because the queue was full (a slow or hung server) or the daemon stopped first.
+  std::atomic<uint64_t> publish_queued{0}, publish_queued_bytes{0}, publish_dropped{0};
 };
 
 class SharedTier {
  public:
   SharedTier(std::unique_ptr<KvStore> store, SharedTierConfig cfg = {});
+  // Entries still queued are not published; their leases are given back.
+  ~SharedTier();
+  SharedTier(const SharedTier&) = delete;
+  SharedTier& operator=(const SharedTier&) = delete;
 
   // Which forms the plan keeps in the shared tier (augmented is never: a variant belongs to one
   // node's sequence of opens).
@@ -73,8 +94,11 @@ class SharedTier {
   Result get_or_fill(const CacheKey& key, Form form, FunctionRef<ChunkRef()> fill);
   // The entry if the shared tier holds a valid one; nullptr otherwise (miss, invalid, failure).
   ChunkRef get(const CacheKey& key, Form form);
-  // Stores the entry for the other nodes (best effort: a failure is counted, never thrown).
+  // Stores the entry for the other nodes now, on the caller's thread (best effort: a failure is
+  // counted, never thrown). get_or_fill's fills are published by the publishing thread instead.
   void publish(const CacheKey& key, Form form, const Chunk& chunk);
+  // Returns once every entry queued so far is stored (or has failed to be), and its lease is gone.
+  void drain();
 
   const SharedCounters& counters() const { return counters_; }
   KvStore& store() { return *store_; }
@@ -86,6 +110,28 @@ class SharedTier {
   // One round trip for the head and the lease; then the other pieces when there are any.
   Found lookup(const CacheKey& key, Form form, ChunkRef* out);
   ChunkRef assemble(const CacheKey& key, Form form, std::span<const char> head, bool* failed);
+
+  // An entry for the publishing thread; lease: the value of the lease to give back once it is
+  // stored (empty: none, as after a lease wait that timed out).
+  struct Pending {
+    CacheKey key;
+    Form form;
+    ChunkRef chunk;
+    std::string lease;
+    std::chrono::steady_clock::time_point queued_at{};
+  };
+  void publish_later(Pending p);
+  void publishing_loop();
+  void give_back(const Pending& p);
+  static uint64_t queue_cost(const Pending& p);
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_, drained_cv_;
+  std::deque<Pending> queue_;
+  uint64_t queue_bytes_ = 0;
+  bool publishing_ = false;  // the thread holds an entry taken off the queue
+  bool stopping_ = false;
+  std::thread publisher_;  // last: started once the rest is built
 
   std::unique_ptr<KvStore> store_;
   SharedTierConfig cfg_;
