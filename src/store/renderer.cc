@@ -46,9 +46,14 @@ Renderer::Renderer(RenderConfig cfg, RenderCounters& counters)
       memory_(cfg_.transform_mem),
       verified_(cfg_.files) {
   counters_.cpu_slots.store(cpu_slots_.total(), std::memory_order_relaxed);
-  uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
-  decoded_hash_ = XXH3_64bits(&fmt, 1);
-  augmented_hash_ = transform::pipeline_key(cfg_.shapes.spec, cfg_.fast) ^ (decoded_hash_ * 0x9E3779B97F4A7C15ull);
+  // Everything the bytes depend on beyond the sample and the variant number: the format, the
+  // transform code's version (a decode that changes pixels must not meet the old ones on the SSD
+  // or in the shared tier), and for variants the pipeline and the seed of their random streams.
+  const uint8_t fmt = static_cast<uint8_t>(cfg_.shapes.format);
+  decoded_hash_ = XXH3_64bits_withSeed(&fmt, 1, transform::kTransformVersion);
+  const uint64_t seed = cfg_.seed;
+  augmented_hash_ = transform::pipeline_key(cfg_.shapes.spec, cfg_.fast) ^ (decoded_hash_ * 0x9E3779B97F4A7C15ull) ^
+                    XXH3_64bits_withSeed(&seed, sizeof seed, 0x5EED);
 }
 
 void Renderer::fail(const Sample& s, const std::string& why) {

@@ -168,6 +168,29 @@ TEST(Daemon, ARestartOverTheSameCacheDirectoryServesFromTheSsdTier) {
   EXPECT_EQ(load(again.cache().counters().ssd.hits), 1u);
 }
 
+// Variant k of a file is f(seed, path, k): a restart with another seed over the same cache
+// directory serves that seed's variants, not the ones the SSD kept from the last. The seed was
+// not part of the key, so the old variants were served as the new seed's.
+TEST(Daemon, ARestartWithAnotherSeedServesItsOwnVariantsNotTheCachedOnes) {
+  // Every augmented variant on the SSD, nothing in RAM; a variant serves 4 opens, so it is kept.
+  Rig rig("probe=mount,aug_reuse=4,render_ahead=0,seed=7,partition=fixed:0/0/0/0/0/100");
+  const auto& [path, jpeg] = rig.images[0];
+  const std::string ppm = path.substr(0, path.size() - 4) + ".ppm";
+  const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
+  auto variant0 = [&](uint64_t seed) {
+    transform::Rng rng = transform::Rng::for_variant(seed, path, 0);
+    return str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts)));
+  };
+  ASSERT_NE(variant0(7), variant0(8));
+  {
+    Daemon d(rig.opts);
+    EXPECT_EQ(read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppm)), variant0(7));
+  }  // the destructor lands the queued SSD write
+  rig.opts.seed = 8;
+  Daemon again(rig.opts);
+  EXPECT_EQ(read_file(again.augmented_fs(), walk(again.augmented_fs(), 1, ppm)), variant0(8));
+}
+
 TEST(Daemon, TwoDaemonsCannotShareOneCacheDirectory) {
   Rig rig;
   Daemon first(rig.opts);

@@ -81,8 +81,9 @@ class Renderer {
 
   const RenderConfig& config() const { return cfg_; }
   const SampleShapes& shapes() const { return cfg_.shapes; }
-  // What determines augmented bytes besides (seed, path, variant): the spec, the fast paths and
-  // the output format. Part of every augmented cache key.
+  // What determines augmented bytes besides the sample and the variant number (the key's other
+  // fields): the seed, the spec, the fast paths, the output format and the transform version.
+  // Part of every augmented cache key; decoded_pipeline_hash is the format and the version.
   uint64_t augmented_pipeline_hash() const { return augmented_hash_; }
   uint64_t decoded_pipeline_hash() const { return decoded_hash_; }
 
