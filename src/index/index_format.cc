@@ -101,6 +101,21 @@ std::string encode_index(const Tree& tree, Source& source) {
   return out;
 }
 
+uint64_t index_file_size(std::string_view header) {
+  if (header.size() < sizeof(IndexHeader)) return 0;
+  IndexHeader h;
+  std::memcpy(&h, header.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) return 0;
+  uint64_t size = sizeof h + 8, part = 0;  // the header and the checksum
+  const auto add = [&](uint64_t count, uint64_t each) {
+    return !__builtin_mul_overflow(count, each, &part) && !__builtin_add_overflow(size, part, &size);
+  };
+  if (!add(h.node_count, sizeof(Node)) || !add(h.arena_size, 1) || !add(h.dir_count, sizeof(DirRecord)) ||
+      !add(h.node_count, sizeof(ImageDims)) || !add(h.owner_count, sizeof(Owner)))
+    return 0;
+  return size;
+}
+
 StoredIndex decode_index(std::string_view data, uint64_t source_hash) {
   if (data.size() < sizeof(IndexHeader) + 8) reject("truncated");
   uint64_t sum;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 
 #include "prepfs/common/error.h"
 #include "prepfs/index/image_probe.h"
@@ -51,9 +52,10 @@ void mark_index_stale(const std::string& path) {
 
 namespace {
 
-// The whole index file, or nullopt when there is none. Only a regular file is read, and only as
-// many bytes as it had when opened: a symlink to /dev/zero or a FIFO left in ssd_dir must not
-// hang the mount or fill its memory.
+// The whole index file, or nullopt when there is none. Only a regular file is read, only when
+// its size is the one its header gives (a damaged or sparse file claiming terabytes must not be
+// allocated for), and only as many bytes as it had when opened: a symlink to /dev/zero or a FIFO
+// left in ssd_dir must not hang the mount or fill its memory.
 std::optional<std::string> read_index_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -63,6 +65,13 @@ std::optional<std::string> read_index_file(const std::string& path) {
   struct stat st;
   std::string data;
   bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const char* why = "not a regular file";
+  if (ok) {
+    char header[sizeof(IndexHeader)];
+    const ssize_t n = ::pread(fd, header, sizeof header, 0);
+    ok = n == ssize_t(sizeof header) && index_file_size(std::string_view(header, sizeof header)) == uint64_t(st.st_size);
+    why = "its size is not the one its header gives";
+  }
   if (ok) {
     data.resize(static_cast<size_t>(st.st_size));
     size_t got = 0;
@@ -76,7 +85,7 @@ std::optional<std::string> read_index_file(const std::string& path) {
   }
   ::close(fd);
   if (!ok) {
-    spdlog::info("metadata index {} not usable: not a regular file", path);
+    spdlog::info("metadata index {} not usable: {}", path, why);
     return std::nullopt;
   }
   return data;
@@ -90,6 +99,9 @@ std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
     return decode_index(*data, index_source_hash(source));
   } catch (const Error& e) {
     spdlog::info("metadata index {} not usable: {}", path, e.what());
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {  // a rescan builds the tree in less memory than the file and its copy
+    spdlog::warn("metadata index {} not usable: out of memory while reading it", path);
     return std::nullopt;
   }
 }

@@ -67,6 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     return 0;
   }
   walk(*index);
+  // The reader refuses a file whose size is not its header's before decoding it: whatever
+  // decodes must have exactly that size, or good indexes would be refused.
+  if (prepfs::index_file_size(file) != file.size()) __builtin_trap();
   // What was accepted must survive a save and a reload unchanged (the next mount's path); a
   // refusal here escapes as an exception, which libFuzzer reports.
   FingerprintSource source;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fcntl.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -149,6 +151,21 @@ TEST(TreeStore, CorruptIndexIsRebuilt) {
   }
   EXPECT_FALSE(load_tree(src, idx));
   EXPECT_FALSE(load_or_scan_tree(src, idx).from_index);
+}
+
+// A damaged index file whose header is intact but whose size is not (extended, sparse, to
+// 4 TiB): the mount rescans. Reading it used to allocate its whole size first, which failed the
+// mount with bad_alloc (or, short of that, zero-filled memory up to the OOM killer).
+TEST(TreeStore, AnIndexFileLargerThanItsHeaderSaysIsRebuiltWithoutReadingIt) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  std::string idx = d / "index.bin";
+  load_or_scan_tree(src, idx);
+  ASSERT_EQ(::truncate(idx.c_str(), off_t(1) << 42), 0) << std::strerror(errno);
+  EXPECT_FALSE(load_tree(src, idx));
+  EXPECT_FALSE(load_or_scan_tree(src, idx).from_index);
+  EXPECT_TRUE(load_or_scan_tree(src, idx).from_index) << "the rescan saved a good index";
 }
 
 TEST(DataFs, ReadsEveryByteThroughTheCacheWithoutFuse) {

@@ -54,4 +54,9 @@ std::string encode_index(const Tree& tree, Source& source);
 // range in bounds), so a damaged index can be refused but never loop, crash or fill memory.
 StoredIndex decode_index(std::string_view bytes, uint64_t source_hash);
 
+// The size in bytes of the index whose header is `header` (its first sizeof(IndexHeader) bytes),
+// or 0 when they are no header of this format or name sizes past 2^64. Lets the reader refuse a
+// file whose size is not its header's before it allocates for it.
+uint64_t index_file_size(std::string_view header);
+
 }  // namespace prepfs
