@@ -1,6 +1,8 @@
 #include "prepfs/common/fs_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -16,6 +18,16 @@ void mkdir_p(const std::string& path) {
       if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) throw_errno(errno, "cannot create " + cur);
     }
   }
+}
+
+int sync_parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
 }
 
 int64_t wall_clock_ns() {

@@ -7,10 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <new>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/index/image_probe.h"
 #include "prepfs/index/index_format.h"
 
@@ -28,15 +28,28 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   // Private (0600): the index names every file of the source.
   int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw_errno(errno, "write index " + tmp);
-  ::close(fd);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_errno(errno, "write index " + tmp);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw_errno(errno ? errno : EIO, "write index " + tmp);
+  // On disk before the rename, so that a crash leaves the old index or the new one, never a
+  // renamed file with no data (the checksum would refuse it, at the cost of a rescan).
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw_errno(err, "write index " + tmp);
+    }
+    done += static_cast<size_t>(n);
   }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_errno(err, "write index " + tmp);
+  }
+  ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
+  // The marker goes only once the rename is durable: the other order could leave the old index
+  // without its marker after a crash.
+  if (const int err = sync_parent_dir(path)) throw_errno(err, "sync the directory of " + path);
   ::unlink(stale_marker(path).c_str());
 }
 
@@ -48,6 +61,10 @@ void mark_index_stale(const std::string& path) {
     return;
   }
   ::close(fd);
+  // Durable, as the marker is what keeps a crash from reusing an index that is out of date.
+  if (const int err = sync_parent_dir(stale_marker(path)))
+    spdlog::warn("cannot sync the stale mark of the metadata index {}: {}; a crash may lose it", path,
+                 std::strerror(err));
 }
 
 namespace {

@@ -9,6 +9,10 @@ namespace prepfs {
 // mkdir -p with mode 0755. Throws Error naming the directory that could not be created.
 void mkdir_p(const std::string& path);
 
+// fsync()s the directory that holds path, so that a file created or renamed there survives a
+// crash. Returns the errno of the failure, or 0.
+int sync_parent_dir(const std::string& path);
+
 // Wall-clock time in nanoseconds since the epoch (for synthesised mtimes).
 int64_t wall_clock_ns();
 
