@@ -25,6 +25,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // SHA-256 of the empty payload: every request we send is a GET or HEAD without a body.
+// Bounds on a listing (see scan): real tokens are a few hundred bytes, and real servers send an
+// empty page that says more follow rarely, never a hundred in a row.
+constexpr size_t kMaxTokenBytes = 4096;
+constexpr uint64_t kMaxEmptyPages = 100;
+
 constexpr const char* kEmptyPayloadSha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 std::string env(const char* name) {
@@ -309,8 +314,9 @@ void S3Source::scan(const Visitor& visit) {
   auto t0 = Clock::now();
   s3::KeyTree tree;
   std::string token;
-  uint64_t objects = 0, pages = 0, foreign = 0;
+  uint64_t objects = 0, pages = 0, foreign = 0, empty_run = 0;
   std::unordered_set<std::string> seen_tokens;
+  std::string last_key;  // ListObjectsV2 lists keys in ascending order, page after page
   const std::string what = "listing " + source_;
   do {
     http::Request req;
@@ -324,6 +330,19 @@ void S3Source::scan(const Visitor& visit) {
       throw Error(EIO, what + ": " + e.what());
     }
     pages++;
+    // A server that never ends a listing must not hold the mount, or its memory, forever: keys
+    // must go on rising, a token must be of a sane length, and a run of empty pages ends.
+    auto refuse = [&](const std::string& why) {
+      throw Error(EIO, what + ": " + why + " after " + std::to_string(pages) + " pages; the listing is incomplete");
+    };
+    if (!page.objects.empty() && page.objects.front().key <= last_key && pages > 1)
+      refuse("the server listed key '" + page.objects.front().key.substr(0, 64) + "' again or out of order");
+    if (!page.objects.empty()) last_key = page.objects.back().key;
+    empty_run = page.objects.empty() ? empty_run + 1 : 0;
+    if (page.truncated && empty_run >= kMaxEmptyPages)
+      refuse("the server sent " + std::to_string(empty_run) + " empty pages in a row, each saying more follow");
+    if (page.truncated && page.next_token.size() > kMaxTokenBytes)
+      refuse("the server sent a continuation token of " + std::to_string(page.next_token.size()) + " bytes");
     for (const s3::ObjectEntry& o : page.objects) {
       if (o.key.compare(0, url_.prefix.size(), url_.prefix) != 0) {
         if (foreign++ == 0) spdlog::warn("s3: the listing returned key '{}' outside the prefix; ignored", o.key);
@@ -363,7 +382,8 @@ SourceStat S3Source::stat(const std::string& rel) {
     // The version is made of these three. A reply without one of them (a proxy that strips
     // headers) tells no version: defaults (size 0, time 0) would pass for a change, and the file
     // would be served empty. EIO: a revalidation then keeps the version it has.
-    const time_t lm = r[0].last_modified.empty() ? -1 : curl_getdate(r[0].last_modified.c_str(), nullptr);
+    time_t lm = r[0].last_modified.empty() ? -1 : curl_getdate(r[0].last_modified.c_str(), nullptr);
+    if (lm > s3::kMaxTimestampSeconds) lm = -1;  // past 2262 its nanoseconds would wrap
     if (r[0].content_length < 0 || lm < 0 || r[0].etag.empty())
       throw Error(EIO, "HEAD " + source_ + "/" + rel + " answered without " +
                            (r[0].content_length < 0 ? "Content-Length" : lm < 0 ? "a valid Last-Modified" : "ETag") +
@@ -415,11 +435,12 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       } else {
         total = r.content_length >= 0 ? static_cast<uint64_t>(r.content_length) : 0;
       }
-      bool etag_ok = true;
-      if (!r.etag.empty()) {
-        etag_ok = s3_version_mtime(0, s3::normalize_etag(r.etag)) ==
-                  ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
-      }
+      // Without an ETag the bytes could be any version of the same size: a proxy that strips it
+      // must not turn an overwritten object into the old one's cache entries.
+      if (r.etag.empty())
+        throw Error(EIO, "GET " + source_ + "/" + rel + " answered without an ETag: its version is unknown");
+      const bool etag_ok = s3_version_mtime(0, s3::normalize_etag(r.etag)) ==
+                           ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
       if (total != expect.size || !etag_ok) {
         bump(counters_.changed);
         spdlog::warn(

@@ -285,10 +285,7 @@ int64_t parse_iso8601_ns(std::string_view s) {
   std::string_view zone = s.substr(k);
   if (!(zone.empty() || zone == "Z" || zone == "z" || zone == "+00:00")) bad("timestamp not in UTC");
   time_t t = timegm(&tm);
-  // Nanoseconds in int64 reach the year 2262 (one second of margin for the fraction, and for
-  // s3_version_mtime's rounding): a later timestamp from a server is refused, not wrapped.
-  constexpr int64_t kMaxSeconds = INT64_MAX / 1'000'000'000 - 1;
-  if (t > kMaxSeconds || t < -kMaxSeconds) bad("timestamp out of range");
+  if (t > kMaxTimestampSeconds || t < -kMaxTimestampSeconds) bad("timestamp out of range");
   return int64_t(t) * 1'000'000'000 + frac_ns;
 }
 

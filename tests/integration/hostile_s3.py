@@ -7,6 +7,12 @@ just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per ser
   cycle    ListObjectsV2 hands out continuation tokens A -> B -> A -> ... forever
   bare_head  once armed, HEADs of objects answer 200 with none of Content-Length, Last-Modified
            or ETag (a proxy that strips them); GETs are answered as usual
+  same_keys  ListObjectsV2 lists the same key on every page, with a new token each time, forever
+  empty_pages  ListObjectsV2 answers pages with no key and a new token each time, forever
+  long_token  ListObjectsV2's first page hands out a 1 MB continuation token
+  far_head  once armed, HEADs of objects answer a Last-Modified in the year 9999, past what
+           int64 nanoseconds hold
+  no_etag  once armed, object GETs answer without an ETag (a proxy that strips it)
 """
 import threading
 import urllib.parse
@@ -50,8 +56,18 @@ class Handler(BaseHTTPRequestHandler):
             token = query.get("continuation-token", [""])[0]
             if fault == "cycle":
                 nxt = {"": "A", "A": "B", "B": "A"}[token]
-                return self.reply(200, page([f"ds/{token or 'first'}-{self.server.listings}.bin"], nxt))
+                # Keys that rise, as a real listing's: only the tokens give the cycle away.
+                return self.reply(200, page([f"ds/{self.server.listings:04d}-{token or 'first'}.bin"], nxt))
+            fresh = f"t{self.server.listings}"
+            if fault == "same_keys":
+                return self.reply(200, page(["ds/again.bin"], fresh))
+            if fault == "empty_pages":
+                return self.reply(200, page([], fresh))
+            if fault == "long_token":
+                return self.reply(200, page(["ds/a.bin"], "t" * 1_000_000))
             return self.reply(200, page(["ds/slow.bin"]))
+        if fault == "no_etag" and self.server.armed:
+            return self.reply(200, OBJECT)
         if not self.server.armed or fault != "trickle":
             return self.reply(200, OBJECT, [("ETag", '"0123456789abcdef0123456789abcdef"')])
         # An object GET: the trickle.
@@ -72,6 +88,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         if self.server.fault == "bare_head" and self.server.armed:
             self.send_response(200)
+            self.end_headers()
+            return
+        if self.server.fault == "far_head" and self.server.armed:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(OBJECT)))  # a HEAD's: the object's, no body
+            self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+            self.send_header("Last-Modified", "Fri, 31 Dec 9999 23:59:59 GMT")
             self.end_headers()
             return
         self.reply(404, b"")

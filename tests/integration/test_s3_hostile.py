@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from prepfs_harness import PREPFS_BIN, Prepfs, force_unmount
+from prepfs_harness import PREPFS_BIN, Prepfs, drop_page_cache, force_unmount
 from hostile_s3 import HostileS3
 
 
@@ -68,11 +68,51 @@ def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
         assert srv.listings < 10
 
 
-def test_a_head_reply_without_a_version_keeps_the_version_the_mount_has(tmp_path):
-    """A HEAD answered without Content-Length, Last-Modified or ETag tells no version. It used to
-    be taken as size 0 and time 0: a revalidation saw a change, and the file was served empty."""
+@pytest.mark.parametrize("fault,why", [("same_keys", "out of order"), ("empty_pages", "empty pages in a row"),
+                                       ("long_token", "continuation token of 1000000 bytes")])
+def test_a_listing_that_never_ends_fails_the_mount_with_a_clear_error(tmp_path, fault, why):
+    """Only a repeated token used to end a listing: a server handing out new tokens forever held
+    the mount, and grew its memory (every token kept, every page's keys), without end."""
     (tmp_path / "mnt").mkdir()
-    with HostileS3("bare_head") as srv:
+    with HostileS3(fault) as srv:
+        args = [PREPFS_BIN, "s3://bucket/ds", str(tmp_path / "mnt"), "-f", "-o",
+                f"ssd_dir={tmp_path}/ssd,s3_endpoint={srv.endpoint},s3_path_style=1"]
+        try:
+            res = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            force_unmount(str(tmp_path / "mnt"))
+            pytest.fail(f"still listing after 60 s ({srv.listings} pages)")
+        assert res.returncode != 0
+        assert why in res.stderr and "the listing is incomplete" in res.stderr, res.stderr
+        assert "terminate called" not in res.stderr
+        assert srv.listings <= 101
+
+
+def test_a_get_reply_without_an_etag_is_refused(tmp_path):
+    """Without an ETag the bytes could be any version of the object of the same size; a read
+    checked the size alone and served (and cached) them."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("no_etag") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=1"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            with open(os.path.join(fs.mnt, ".prepfs", "evict"), "w") as f:
+                f.write("1")  # the mount's probe of the object cached its bytes
+            drop_page_cache()
+            srv.arm()
+            with pytest.raises(OSError) as e:
+                with open(fs.raw("slow.bin"), "rb") as f:
+                    f.read()
+            assert e.value.errno == errno.EIO
+            assert "answered without an ETag" in fs.log_text()
+
+
+@pytest.mark.parametrize("fault", ["bare_head", "far_head"])
+def test_a_head_reply_without_a_version_keeps_the_version_the_mount_has(tmp_path, fault):
+    """A HEAD answered without Content-Length, Last-Modified or ETag tells no version. It used to
+    be taken as size 0 and time 0: a revalidation saw a change, and the file was served empty.
+    Nor does one whose Last-Modified is past 2262: its nanoseconds wrapped around."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3(fault) as srv:
         opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=3,metadata_ttl=0"
         with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
             srv.arm()

@@ -13,6 +13,11 @@
 
 namespace prepfs::s3 {
 
+// Timestamps are nanoseconds in int64, which reach the year 2262 (one second of margin for the
+// fraction, and for s3_version_mtime's rounding): a later one from a server is refused, not
+// wrapped, whether from a listing or from a HEAD's Last-Modified.
+inline constexpr int64_t kMaxTimestampSeconds = INT64_MAX / 1'000'000'000 - 1;
+
 struct ObjectEntry {
   std::string key;
   uint64_t size = 0;
