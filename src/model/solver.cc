@@ -271,13 +271,28 @@ Plan solve(const Inputs& in) {
   Placement p;
   for (Form f : kAllForms)
     for (Tier t : kAllTiers) p.at(f, t) = std::max(0.0, std::floor(cont.at(f, t) + 1e-6));
+  // The repair takes one sample at a time off a cell of a budget that is over (a tier's bytes,
+  // or the sample count), the cells the epsilon rounded up first: taking them off any large
+  // cell, wherever it was, emptied the other tier before the overshooting one gave way.
   while (!feasible(in, p, 0.0)) {
-    double* largest = &p.n[0][0];
-    for (auto& row : p.n)
-      for (double& v : row)
-        if (v > *largest) largest = &v;
-    if (*largest <= 0) break;
-    *largest -= 1;
+    const bool ram_over = p.bytes(in, Tier::ram) > in.ram_capacity;
+    const bool ssd_over = p.bytes(in, Tier::ssd) > in.ssd_capacity;
+    const bool count_over = p.total() > in.samples;
+    double* pick = nullptr;
+    bool pick_rounded_up = false;
+    for (Form f : kAllForms)
+      for (Tier t : kAllTiers) {
+        double& v = p.at(f, t);
+        const bool tier_over = t == Tier::ram ? ram_over : ssd_over;
+        if (v <= 0 || !(count_over || (tier_over && in.slot_size(f, t) > 0))) continue;
+        const bool rounded_up = v > cont.at(f, t);
+        if (!pick || (rounded_up && !pick_rounded_up) || (rounded_up == pick_rounded_up && v > *pick)) {
+          pick = &v;
+          pick_rounded_up = rounded_up;
+        }
+      }
+    if (!pick) break;
+    *pick -= 1;
   }
   p = improve_integer(in, p);
   const Prediction none = plan.alternatives[0].prediction;

@@ -478,6 +478,24 @@ TEST(Solver, CachingCannotHelpCopyBound) {
 }
 
 // Ties: with a fast source the CPU binds and raw caching saves nothing: no SSD bytes are chosen.
+// Rounding to whole samples may overshoot a budget by one (a cell within 1e-6 below an integer
+// rounds up); the repair takes that sample off the tier that is over. It used to take samples
+// off the largest cell wherever it was, here the SSD's million, until the RAM cell was the
+// largest: a plan of about 10,000 samples where 999,999 fit.
+TEST(Solver, RoundingOverABudgetTakesOffTheTierThatIsOver) {
+  Inputs in;
+  in.view = Form::decoded;
+  in.size = {1e6, 1e6, 1e6};
+  in.samples = 1e6;
+  in.c_dec = 1e-3;
+  in.cores = 1;
+  in.ram_capacity = 2.9999995 * in.slot_size(Form::decoded, Tier::ram);
+  in.ssd_capacity = 1e13;
+  const Plan plan = solve(in);
+  EXPECT_TRUE(feasible(in, plan.placement, 0.0));
+  EXPECT_GE(plan.placement.total(), 999990) << explain(in, plan);
+}
+
 TEST(Solver, TiesPreferNoSsd) {
   Inputs in = base_inputs();
   in.size[1] = 5e9;  // decoded never fits, so only raw or augmented could be cached
