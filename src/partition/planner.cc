@@ -175,13 +175,22 @@ void Planner::replan_locked(const model::Inputs& measured, const std::string& re
   // The shares also depend on whether variants ride beside decoded pixels (the view, aug_reuse).
   const bool beside_changed = beside_pixels(planning) != placer_.variant_beside_pixels();
   std::optional<std::vector<Move>> moves;  // when weighed: the samples `next` moves
-  if (!first && !cfg_.fixed) {
+  // A placement is kept only while it fits the whole budgets (the headroom aside) and the count:
+  // entries that grew can leave it too big, and one that caches more than fits predicts more
+  // than any plan that does, so it would be kept for good while the quotas refuse its samples.
+  model::Inputs whole = planning;
+  whole.ram_capacity = std::max(0.0, measured.ram_capacity - cfg_.other_bytes);
+  whole.ssd_capacity = std::max(0.0, measured.ssd_capacity - cfg_.other_bytes);
+  const bool enforced_fits = model::feasible(whole, enforced_, 1e-9);
+  if (!first && !cfg_.fixed && !enforced_fits)
+    spdlog::info("partition: {} no longer fits the budgets ({}); replacing it", placement_text(enforced_), reason);
+  if (!first && !cfg_.fixed && enforced_fits) {
     // Keep the enforced placement unless the new one is clearly better under the new inputs.
     const double now = model::predict(planning, enforced_).throughput;
     const double better = model::predict(planning, next).throughput;
     if (!(better > now * (1 + cfg_.min_gain))) {
       spdlog::info(
-          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, within {:.0f}% of "
+          "partition: re-planned ({}); keeping {}: the new optimum predicts {:.1f} samples/s, not {:.0f}% above "
           "the current {:.1f}",
           reason, placement_text(enforced_), better, cfg_.min_gain * 100, now);
       keep(planning, refills, beside_changed);

@@ -309,6 +309,25 @@ TEST(Planner, AutoEnforcesTheSolversPlanWithinTheBudgets) {
     EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
 }
 
+// Entries that grew (a lazy mount's first sizes came from a few headers) can leave the enforced
+// placement too big for the budgets. It caches more samples than any plan that fits, so it
+// predicts more, and was kept for good: the quotas then refused part of its slots' samples.
+TEST(Planner, APlacementThatNoLongerFitsTheBudgetsIsReplacedHoweverWellItPredicts) {
+  PlannerRig rig;
+  rig.in.cores = 64;  // the source binds alone: the more samples cached, the better
+  Planner planner = rig.make({});
+  planner.plan_now("test");
+  ASSERT_GT(planner.status().enforced.total(), 0);
+  for (double& s : rig.in.size) s *= 2;
+  planner.on_tick();
+  m::Inputs planning = rig.in;
+  planning.ram_capacity *= 0.95;
+  planning.ssd_capacity *= 0.95;
+  EXPECT_EQ(planner.status().plans, 2u);
+  EXPECT_TRUE(m::feasible(rig.in, planner.status().enforced)) << planner.report_text();
+  EXPECT_EQ(planner.status().enforced.n, m::solve(planning).placement.n);
+}
+
 TEST(Planner, RePlansOnDriftOnlyAndKeepsAPlanThatIsStillAsGood) {
   PlannerRig rig;
   Planner planner = rig.make({});
