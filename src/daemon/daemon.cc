@@ -264,7 +264,7 @@ struct Daemon::Parts {
     headers_done = true;
     persist_index();
     profiler->refresh_sizes();
-    planner->plan_with_complete_index("every image header read", index_reused);
+    planner->plan_with_complete_index("every image header read", index_reused, other_bytes());
   }
 
   // shared_forms=auto, each profiler tick: the forms worth sharing from what the profiler and the
@@ -307,11 +307,19 @@ struct Daemon::Parts {
     pc.fixed = opts.partition != "auto";
     for (size_t t = 0; t < kTiers; t++)
       for (size_t f = 0; f < kForms; f++) pc.fixed_shares[t][f] = opts.partition_shares[t * 3 + f];
-    // Files that are not samples are admitted as read: the raw quotas leave room for them.
+    pc.other_bytes = other_bytes();
+    return pc;
+  }
+
+  // Files that are not samples are admitted as read: the raw quotas leave room for them. Only
+  // the files whose headers are known count (at a lazy mount, a few), so headers_known() counts
+  // again.
+  double other_bytes() const {
+    double bytes = 0;
     for (uint32_t id = 0; id < tree->size(); id++)
       if (S_ISREG(tree->mode(id)) && tree->dims(id).known() && !shapes.is_sample(tree->dims(id)))
-        pc.other_bytes += double(tree->version(id).size);
-    return pc;
+        bytes += double(tree->version(id).size);
+    return bytes;
   }
 };
 

@@ -225,9 +225,11 @@ void Planner::plan_now(const std::string& reason) {
   replan_locked(measured, reason);
 }
 
-void Planner::plan_with_complete_index(const std::string& reason, bool restarted_over_saved_index) {
+void Planner::plan_with_complete_index(const std::string& reason, bool restarted_over_saved_index,
+                                       double other_bytes) {
   model::Inputs measured = inputs_(nullptr);
   std::lock_guard lock(mu_);
+  cfg_.other_bytes = other_bytes;
   // Only early in a first mount's job. A raw/ reader completes the index as it reads each file's
   // first chunk, near the end of its first epoch, when the cache holds samples measured plans
   // placed; a restart's SSD holds what the last mount's measured plans chose.

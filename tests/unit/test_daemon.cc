@@ -191,6 +191,28 @@ TEST(Daemon, ARestartWithAnotherSeedServesItsOwnVariantsNotTheCachedOnes) {
   EXPECT_EQ(read_file(again.augmented_fs(), walk(again.augmented_fs(), 1, ppm)), variant0(8));
 }
 
+// Files that are not samples are admitted as read, and the plan leaves room for their bytes. A
+// lazy first mount knows only the headers it read at mount (64 here of 105 files); once every
+// header is read the plan counts them all. It kept the count from mount for good.
+TEST(Daemon, ThePlanOnACompleteIndexLeavesRoomForEveryFileThatIsNoSample) {
+  Rig rig("probe=lazy");
+  constexpr int kTexts = 100;
+  for (int i = 0; i < kTexts; i++) rig.dir.write("src/meta/t" + std::to_string(i) + ".txt", std::string(65536, 'm'));
+  Daemon d(rig.opts);
+  auto other_bytes = [&] {
+    const std::string json = d.planner().report_json();
+    const size_t at = json.find("\"other_bytes\": ");
+    return at == std::string::npos ? -1.0 : std::stod(json.substr(at + 15));
+  };
+  EXPECT_LT(other_bytes(), kTexts * 65536.0) << "the mount read every header: nothing to test";
+  read_file(d.control_fs(), walk(d.control_fs(), 1, "samples"), false);  // reads every header
+  // The profiler's next tick (each second) plans on the complete index.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (other_bytes() < kTexts * 65536.0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(other_bytes(), kTexts * 65536.0);
+}
+
 TEST(Daemon, TwoDaemonsCannotShareOneCacheDirectory) {
   Rig rig;
   Daemon first(rig.opts);

@@ -533,7 +533,7 @@ TEST(Planner, ThePlanOnACompleteIndexMovesWithoutWeighingRefills) {
   planner.plan_now("weighed");
   ASSERT_EQ(planner.status().moves, 0u);
   ASSERT_EQ(planner.status().unpaid_moves, 1u);
-  planner.plan_with_complete_index("every image header read", false);
+  planner.plan_with_complete_index("every image header read", false, 0);
   const Planner::Status st = planner.status();
   EXPECT_EQ(st.moves, 1u) << planner.report_text();
   EXPECT_EQ(st.unpaid_moves, 1u);
@@ -554,7 +554,7 @@ TEST(Planner, ThePlanOnACompleteIndexWeighsRefillsWhenMeasuredPlansFilledTheCach
     planner.plan_now("test");
     rig.fill_then_speed_up_source();
     if (!restarted) rig.served = 0.5 * rig.in.samples;
-    planner.plan_with_complete_index("every image header read", restarted);
+    planner.plan_with_complete_index("every image header read", restarted, 0);
     EXPECT_EQ(planner.status().moves, 0u) << planner.report_text();
     EXPECT_EQ(planner.status().unpaid_moves, 1u);
     EXPECT_TRUE(rig.dropped.empty());
@@ -577,7 +577,7 @@ TEST(Planner, AKeptPlacementIsLaidOutForTheRealCountOnlyOnACompleteIndex) {
     const m::Placement enforced = planner.status().enforced;
     rig.in.samples = 100;  // every header read
     if (complete)
-      planner.plan_with_complete_index("every image header read", false);
+      planner.plan_with_complete_index("every image header read", false, 0);
     else
       planner.plan_now("a kept plan");
     const Planner::Status st = planner.status();
