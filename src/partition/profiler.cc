@@ -200,7 +200,16 @@ void Profiler::update_views(const Snapshot& d) {
   uint64_t total = 0;
   for (uint64_t n : d.view_samples) total += n;
   if (total == 0) return;  // an idle window says nothing about the mix
+  const bool first = !view_share_[0].has_value();
   for (size_t f = 0; f < kForms; f++) view_share_[f].update(double(d.view_samples[f]) / double(total));
+  // The view another one leads clearly, or the largest at the first request: two jobs at about
+  // the same rate on two views would otherwise flip it tick after tick, and each flip re-plans
+  // (a plan for another view can move the whole cache).
+  size_t best = 0;
+  for (size_t f = 1; f < kForms; f++)
+    if (view_share_[f].value() > view_share_[best].value()) best = f;
+  const double lead = view_share_[best].value() - view_share_[index_of(view_)].value();
+  if (first || lead > kViewHysteresis) view_ = kAllForms[best];
 }
 
 Profile Profiler::profile() const {
@@ -297,12 +306,8 @@ Profile Profiler::profile() const {
     prior("copy_bw", "prior 2 GB/s per core (no read replied yet)");
   }
 
-  size_t best = 0;
-  for (size_t f = 0; f < kForms; f++) {
-    p.view_share[f] = view_share_[f].value();
-    if (p.view_share[f] > p.view_share[best]) best = f;
-  }
-  p.view = view_share_[0].has_value() ? kAllForms[best] : Form::raw;
+  for (size_t f = 0; f < kForms; f++) p.view_share[f] = view_share_[f].value();
+  p.view = view_;
   return p;
 }
 

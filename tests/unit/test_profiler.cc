@@ -344,6 +344,37 @@ TEST(Profiler, ViewMixAndDominantView) {
   EXPECT_EQ(f.profiler->inputs().view, Form::raw);
 }
 
+// Two jobs at about the same rate on two views: the dominant view must not flip tick after tick
+// (each flip re-plans, and a plan for another view can move the whole cache). It was the plain
+// argmax of the shares, which a 55/45 mix swapping sides flipped every tick.
+TEST(Profiler, ANearEvenMixOfTwoViewsDoesNotFlipTheDominantView) {
+  Fixture f;
+  int flips = 0;
+  Form last = Form::raw;
+  for (int i = 0; i < 30; i++) {
+    bump(f.views.raw_samples, i % 2 ? 55 : 45);
+    bump(f.views.decoded_samples, i % 2 ? 45 : 55);
+    f.tick();
+    const Form now = f.profiler->profile().view;
+    if (i > 0 && now != last) flips++;
+    last = now;
+  }
+  EXPECT_EQ(flips, 0);
+  // A clear change of the mix still moves it.
+  for (int i = 0; i < 5; i++) {
+    bump(f.views.raw_samples, 90);
+    bump(f.views.decoded_samples, 10);
+    f.tick();
+  }
+  EXPECT_EQ(f.profiler->profile().view, Form::raw);
+  for (int i = 0; i < 5; i++) {
+    bump(f.views.raw_samples, 10);
+    bump(f.views.decoded_samples, 90);
+    f.tick();
+  }
+  EXPECT_EQ(f.profiler->profile().view, Form::decoded);
+}
+
 TEST(Profiler, ThreadTicksAndRunsCallbacksUntilStopped) {
   Fixture f;
   std::atomic<int> calls{0};

@@ -215,6 +215,9 @@ class Profiler {
   uint64_t aug_dec_tick_ = 0;    // the tick it was last measured in
   model::Ewma copy_call_bw_;
   std::array<model::Ewma, kForms> view_share_;
+  // The dominant view, with hysteresis (update_views): raw before any request.
+  Form view_ = Form::raw;
+  static constexpr double kViewHysteresis = 0.2;  // another view leads by this share to take over
 
   std::mutex cb_mu_;
   std::vector<std::function<void()>> callbacks_;
