@@ -67,7 +67,7 @@ bool Beneath::kernel_resolves() {
 int Beneath::open(const std::string& rel, int flags) const {
   flags |= O_CLOEXEC | O_NOFOLLOW;
   int fd = rel.empty()         ? ::openat(root_fd_, ".", flags)
-           : kernel_resolves() ? sys_openat2(root_fd_, rel.c_str(), flags)
+           : openat2_          ? sys_openat2(root_fd_, rel.c_str(), flags)
                                : walk(root_fd_, rel, flags);
   if (fd < 0) throw_errno(errno, "open source path " + rel);
   return fd;

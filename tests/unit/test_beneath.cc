@@ -71,5 +71,15 @@ TEST_P(BeneathTest, NeverFollowsASymlinkInAnyComponent) {
   EXPECT_TRUE(S_ISLNK(b.lstat("d").st_mode));  // the swapped entry itself is still described
 }
 
+// Each way is the one asked for: the walk refuses a "." component that openat2 resolves. The
+// constructor's choice was ignored, so "walk" ran openat2 on every kernel that has it.
+TEST_P(BeneathTest, ResolvesTheWayItWasAskedTo) {
+  Beneath b(root, GetParam());
+  if (GetParam())
+    EXPECT_EQ(read(b, "d/./e/f"), "inside");
+  else
+    EXPECT_EQ(error_of([&] { b.open("d/./e/f", O_RDONLY); }), EXDEV);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothWays, BeneathTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "openat2" : "walk"; });
