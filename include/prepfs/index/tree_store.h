@@ -1,8 +1,10 @@
 // The persisted metadata index: a remount of an unchanged source loads the tree from the cache
 // directory instead of listing every directory again. "Unchanged" is decided per directory by a
 // fingerprint (mtime, ctime, inode): one stat per directory instead of a listing plus a stat per
-// file. A file rewritten in place keeps its directory's fingerprint; metadata_ttl (revalidation)
-// and the version check on every source read cover that case.
+// file. A file rewritten in place keeps its directory's fingerprint: while mounted, the daemon
+// sees the change at its next source read (or metadata_ttl's revalidation) and marks the index
+// stale; while no daemon runs, only metadata_ttl catches it, since SSD and shared-tier hits never
+// read the source (docs/ARCHITECTURE.md, "Metadata").
 #pragma once
 
 #include <optional>

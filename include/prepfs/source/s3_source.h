@@ -73,7 +73,8 @@ int64_t s3_version_mtime(int64_t last_modified_ns, const std::string& etag);
 class S3Source final : public Source {
  public:
   // Checks the endpoint, bucket and credentials with one small listing; throws Error with one
-  // clear line (ENOENT no such bucket, EACCES denied, EHOSTUNREACH endpoint unreachable).
+  // clear line (ENOENT no such bucket, EACCES denied, EIO "cannot reach ENDPOINT" once the retries
+  // for an unreachable endpoint are spent: readers see EIO, the one errno of a source outage).
   S3Source(const std::string& url, const S3Config& cfg);
   ~S3Source() override;
 
