@@ -49,30 +49,35 @@ uint64_t SharedTier::queue_cost(const Pending& p) {
 }
 
 void SharedTier::publish_later(Pending p) {
-  const uint64_t cost = queue_cost(p);
-  p.queued_at = std::chrono::steady_clock::now();
-  {
+  try {
     std::lock_guard lock(queue_mutex_);
-    if (!stopping_ && queue_bytes_ + cost <= cfg_.publish_queue_bytes) {
-      queue_bytes_ += cost;
-      bump(counters_.publish_queued);
-      bump(counters_.publish_queued_bytes, cost);
-      queue_.push_back(std::move(p));
-      queue_cv_.notify_one();
-      return;
+    if (stopping_) throw std::runtime_error("stopping");
+    uint64_t cost = queue_cost(p);
+    if (queue_bytes_ + cost > cfg_.publish_queue_bytes) {
+      // Full (the servers take entries slower than this node fills them): the others fill this
+      // one themselves rather than wait out a lease for an entry that will not come. The lease
+      // goes back on the publishing thread too (a slow server must not hold this reader), unless
+      // so many returns wait already that it is left to expire.
+      bump(counters_.publish_dropped);
+      if (g_publish_log.allow())
+        spdlog::warn("shared tier: the publishing queue is full ({} bytes); a {} entry is not published",
+                     cfg_.publish_queue_bytes, form_name(p.form));
+      p.chunk = nullptr;
+      cost = queue_cost(p);
+      if (p.lease.empty() || queue_.size() >= kMaxQueued) return;
     }
+    queue_bytes_ += cost;
+    bump(counters_.publish_queued);
+    bump(counters_.publish_queued_bytes, cost);
+    // A lease return goes first: another node may be waiting on it.
+    if (p.chunk)
+      queue_.push_back(std::move(p));
+    else
+      queue_.push_front(std::move(p));
+    queue_cv_.notify_one();
+  } catch (...) {  // stopping, or out of memory: the lease expires; the reader has its bytes anyway
+    bump(counters_.publish_dropped);
   }
-  // Full (the servers take entries slower than this node fills them): the others fill this one
-  // themselves rather than wait out a lease for an entry that will not come.
-  bump(counters_.publish_dropped);
-  if (g_publish_log.allow())
-    spdlog::warn("shared tier: the publishing queue is full ({} bytes); a {} entry is not published",
-                 cfg_.publish_queue_bytes, form_name(p.form));
-  give_back(p);
-}
-
-void SharedTier::give_back(const Pending& p) {
-  if (!p.lease.empty()) store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
 }
 
 void SharedTier::publishing_loop() {
@@ -84,15 +89,22 @@ void SharedTier::publishing_loop() {
     queue_.pop_front();
     publishing_ = true;
     const bool stopping = stopping_;
+    const uint64_t cost = queue_cost(p);
     lock.unlock();
     // At shutdown only the leases go back: the others need not wait. Nor should they wait on a
-    // backlog: past half the lease TTL they are better off filling it themselves.
-    if (stopping || std::chrono::steady_clock::now() - p.queued_at > cfg_.lease_ttl / 2)
-      bump(counters_.publish_dropped);
-    else
-      publish(p.key, p.form, *p.chunk);
-    give_back(p);
-    const uint64_t cost = queue_cost(p);
+    // backlog: past half the lease's TTL (from when it was taken) they are better off filling it
+    // themselves. An entry without a chunk is only its lease to give back.
+    try {
+      if (p.chunk) {
+        if (stopping || std::chrono::steady_clock::now() - p.since > cfg_.lease_ttl / 2)
+          bump(counters_.publish_dropped);
+        else
+          publish(p.key, p.form, *p.chunk);
+      }
+      if (!p.lease.empty()) store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
+    } catch (...) {  // out of memory: the lease expires; this thread must go on
+      bump(counters_.errors_publishing);
+    }
     p = {};  // the chunk's memory goes before the queue says it has room
     lock.lock();
     queue_bytes_ -= cost;
@@ -248,6 +260,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
           store_->remove_if(lease, me);
           return hit(std::move(late));
         }
+        const auto leased_at = std::chrono::steady_clock::now();
         bump(pf.misses);
         bump(pf.leases);
         ChunkRef filled;
@@ -257,7 +270,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
           store_->remove_if(lease, me);  // the others need not wait for a fill that will not come
           throw;
         }
-        publish_later(Pending{key, form, filled, me});
+        publish_later(Pending{key, form, filled, me, leased_at});
         return Result{std::move(filled), false};
       }
       if (took == KvResult::failed) {
@@ -279,7 +292,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
         spdlog::warn("shared tier: waited {} ms for another node's fill of a {} entry; fetching it here",
                      cfg_.lease_ttl.count(), form_name(form));
       ChunkRef filled = fill();
-      publish_later(Pending{key, form, filled, {}});
+      publish_later(Pending{key, form, filled, {}, std::chrono::steady_clock::now()});
       return Result{std::move(filled), false};
     }
     std::this_thread::sleep_for(poll);

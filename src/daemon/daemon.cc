@@ -144,6 +144,9 @@ std::unique_ptr<SharedTier> make_shared_tier(const Options& o) {
   mc.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.shared_timeout * 1000));
   SharedTierConfig sc;
   sc.lease_ttl = std::chrono::milliseconds(static_cast<int64_t>(o.shared_lease_ttl * 1000));
+  // Entries waiting to be published are held beside the RAM tier's budget: an eighth of it, from
+  // 4 MiB (a few chunks) to 64 MiB.
+  sc.publish_queue_bytes = std::clamp<uint64_t>(o.ram_bytes / 8, 4ull << 20, 64ull << 20);
   auto tier = std::make_unique<SharedTier>(std::make_unique<MemcachedStore>(mc), sc);
   // shared_forms= fixes the forms; auto starts with raw and decoded until the first plan decides.
   tier->set_forms(fixed_shared_forms(o).value_or(std::array<bool, kForms>{true, true, false}));

@@ -14,8 +14,10 @@
 // bytes (publish_queue_bytes); an entry that does not fit is not published (counted as dropped),
 // and its lease is given back at once, so that the other nodes fill it themselves rather than
 // wait out the lease. The lease is held until the entry is stored, so the other nodes wait for
-// it, as they would for a fill; but not for long: an entry queued for more than half the lease
-// TTL (servers slower than this node fills) is dropped the same way.
+// it, as they would for a fill; but not for long: an entry whose lease was taken more than half
+// the lease TTL ago when its turn comes (servers slower than this node fills) is dropped the same
+// way. Lease returns run on the publishing thread too. Not done: a re-read on this node of an
+// entry still queued (gone from RAM meanwhile) waits on its own lease like another node would.
 // Any call that fails (a dead, slow or unreachable server) leaves the shared tier out of this
 // read: the fill runs here and the reader gets its bytes; a corrupt or foreign value is a miss
 // (and is replaced). The shared tier never turns into an error for a reader or into wrong bytes.
@@ -70,6 +72,7 @@ struct SharedCounters {
   // The publishing queue: entries waiting to be stored, their bytes, and entries not published
   // because the queue was full (a slow or hung server) or the daemon stopped first.
   std::atomic<uint64_t> publish_queued{0}, publish_queued_bytes{0}, publish_dropped{0};
+  std::atomic<uint64_t> errors_publishing{0};  // the publishing thread's own failures (out of memory)
 };
 
 class SharedTier {
@@ -112,18 +115,19 @@ class SharedTier {
   ChunkRef assemble(const CacheKey& key, Form form, std::span<const char> head, bool* failed);
 
   // An entry for the publishing thread; lease: the value of the lease to give back once it is
-  // stored (empty: none, as after a lease wait that timed out).
+  // stored (empty: none, as after a lease wait that timed out); no chunk: only the lease to give
+  // back; since: when the lease was taken (or the entry filled, without one).
   struct Pending {
     CacheKey key;
     Form form;
     ChunkRef chunk;
     std::string lease;
-    std::chrono::steady_clock::time_point queued_at{};
+    std::chrono::steady_clock::time_point since{};
   };
-  void publish_later(Pending p);
+  void publish_later(Pending p);  // never throws: the reader has its bytes whatever happens here
   void publishing_loop();
-  void give_back(const Pending& p);
   static uint64_t queue_cost(const Pending& p);
+  static constexpr size_t kMaxQueued = 65536;  // lease returns past a full queue (each ~100 bytes)
 
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_, drained_cv_;
@@ -131,7 +135,7 @@ class SharedTier {
   uint64_t queue_bytes_ = 0;
   bool publishing_ = false;  // the thread holds an entry taken off the queue
   bool stopping_ = false;
-  std::thread publisher_;  // last: started once the rest is built
+  std::thread publisher_;  // started in the constructor's body, once every member is built
 
   std::unique_ptr<KvStore> store_;
   SharedTierConfig cfg_;
