@@ -106,6 +106,7 @@ uint64_t index_file_size(std::string_view header) {
   IndexHeader h;
   std::memcpy(&h, header.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion) return 0;
+  if (h.node_count > UINT32_MAX || h.dir_count > h.node_count) return 0;  // node ids are 32-bit
   uint64_t size = sizeof h + 8, part = 0;  // the header and the checksum
   const auto add = [&](uint64_t count, uint64_t each) {
     return !__builtin_mul_overflow(count, each, &part) && !__builtin_add_overflow(size, part, &size);

@@ -49,7 +49,12 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
   // The marker goes only once the rename is durable: the other order could leave the old index
   // without its marker after a crash.
-  if (const int err = sync_parent_dir(path)) throw_errno(err, "sync the directory of " + path);
+  // Some file systems cannot sync a directory (EINVAL): the index stands, only less durable.
+  if (const int err = sync_parent_dir(path)) {
+    if (err != EINVAL && err != ENOTSUP && err != EROFS) throw_errno(err, "sync the directory of " + path);
+    spdlog::info("the directory of the metadata index {} cannot be synced ({}); a crash may lose the save", path,
+                 std::strerror(err));
+  }
   ::unlink(stale_marker(path).c_str());
 }
 
@@ -88,6 +93,13 @@ std::optional<std::string> read_index_file(const std::string& path) {
     const ssize_t n = ::pread(fd, header, sizeof header, 0);
     ok = n == ssize_t(sizeof header) && index_file_size(std::string_view(header, sizeof header)) == uint64_t(st.st_size);
     why = "its size is not the one its header gives";
+    // A header can be written to match any size: past half the machine's memory (an index is
+    // about 100 bytes a file, so hundreds of millions of files) it is not read, a rescan is.
+    const uint64_t physical = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+    if (ok && uint64_t(st.st_size) > physical / 2) {
+      ok = false;
+      why = "it is larger than half of this machine's memory";
+    }
   }
   if (ok) {
     data.resize(static_cast<size_t>(st.st_size));
@@ -110,9 +122,9 @@ std::optional<std::string> read_index_file(const std::string& path) {
 
 // Reads an index file and checks its integrity and owner; says nothing about freshness.
 std::optional<StoredIndex> read_index(Source& source, const std::string& path) {
-  std::optional<std::string> data = read_index_file(path);
-  if (!data) return std::nullopt;
   try {
+    std::optional<std::string> data = read_index_file(path);
+    if (!data) return std::nullopt;
     return decode_index(*data, index_source_hash(source));
   } catch (const Error& e) {
     spdlog::info("metadata index {} not usable: {}", path, e.what());

@@ -26,9 +26,10 @@ using Clock = std::chrono::steady_clock;
 
 // SHA-256 of the empty payload: every request we send is a GET or HEAD without a body.
 // Bounds on a listing (see scan): real tokens are a few hundred bytes, and real servers send an
-// empty page that says more follow rarely, never a hundred in a row.
+// empty page that says more follow rarely (a gateway over many delete markers), never a thousand
+// in a row.
 constexpr size_t kMaxTokenBytes = 4096;
-constexpr uint64_t kMaxEmptyPages = 100;
+constexpr uint64_t kMaxEmptyPages = 1000;
 
 constexpr const char* kEmptyPayloadSha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
