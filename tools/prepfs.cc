@@ -68,7 +68,11 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(26);
   app.add_option("SOURCE", opts.source, "dataset directory (for example an NFS mount)");
   app.add_option("MOUNTPOINT", opts.mountpoint, "an existing, empty directory to mount on");
-  app.add_option("-o", o_lists, "mount options, key=value[,key=value...] (listed below)")->type_name("OPTS");
+  // One value per -o: a vector option would otherwise take every word after it, the paths too
+  // (`prepfs -o ram=4G SRC MNT`, the order FUSE tools take).
+  app.add_option("-o", o_lists, "mount options, key=value[,key=value...] (listed below)")
+      ->type_name("OPTS")
+      ->allow_extra_args(false);
   app.add_option("--config", config_file, "read options from FILE (key = value lines); -o overrides it")
       ->type_name("FILE");
   app.add_flag("-f,--foreground", opts.foreground, "stay in the foreground (log to stderr)");

@@ -97,6 +97,20 @@ def test_background_mode_returns_once_mounted(dirs):
         force_unmount(str(dirs / "mnt"))
 
 
+def test_options_before_the_paths_as_fuse_tools_take_them(dirs):
+    """`prepfs -o ram=8M SRC MNT`: -o took every word after it, so the paths were options."""
+    res = run("-o", f"ssd_dir={dirs}/ssd", "-o", "ram=8M", dirs / "src", dirs / "mnt")
+    try:
+        assert res.returncode == 0, res.stderr
+        assert open(dirs / "mnt" / "raw" / "x").read() == "x"
+        import json
+        assert json.load(open(dirs / "mnt" / ".prepfs" / "stats"))["ram"]["budget"] == 8 * 2**20
+    finally:
+        force_unmount(str(dirs / "mnt") + "/.prepfs")
+        force_unmount(str(dirs / "mnt"))
+        subprocess.run(["pkill", "-f", f"{PREPFS_BIN} -o ssd_dir={dirs}/ssd"])
+
+
 def test_background_mode_reports_errors(dirs):
     res = run(dirs / "src", dirs / "nomnt", "-o", f"ssd_dir={dirs}/ssd")
     assert res.returncode == 1
