@@ -1,11 +1,14 @@
 #include "prepfs/common/fs_util.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <vector>
 
 #include "prepfs/common/error.h"
 
@@ -28,6 +31,14 @@ int sync_parent_dir(const std::string& path) {
   const int err = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
   return err;
+}
+
+std::string home_directory() {
+  if (const char* home = std::getenv("HOME"); home && *home) return home;
+  std::vector<char> buf(16384);
+  struct passwd pw, *found = nullptr;
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) != 0 || !found || !found->pw_dir) return "";
+  return found->pw_dir;
 }
 
 int64_t wall_clock_ns() {

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/source/http_client.h"
 #include "prepfs/source/s3_keys.h"
 #include "prepfs/source/s3_xml.h"
@@ -124,7 +125,8 @@ AwsCredentials load_aws_credentials(const std::string& profile_opt) {
                         : !env("AWS_PROFILE").empty() ? env("AWS_PROFILE")
                                                       : "default";
   std::string path = env("AWS_SHARED_CREDENTIALS_FILE");
-  if (path.empty() && !env("HOME").empty()) path = env("HOME") + "/.aws/credentials";
+  // Under systemd a service has no HOME: the password entry's home still finds the file.
+  if (path.empty() && !home_directory().empty()) path = home_directory() + "/.aws/credentials";
   if (!path.empty()) {
     std::ifstream in(path);
     if (in) {

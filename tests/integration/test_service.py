@@ -504,7 +504,8 @@ def test_systemd_unit_verifies(tmp_path):
     res = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / "prepfs@test.service")],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert res.returncode == 0 and res.stderr.strip() == "", res.stderr
-    for needed in ("Type=notify", "Restart=on-failure", "DeviceAllow=/dev/fuse rw", "/etc/prepfs/%i.conf"):
+    for needed in ("Type=notify", "Restart=on-failure", "DeviceAllow=/dev/fuse rw", "/etc/prepfs/%i.conf",
+                   "AssertPathExists=", "EnvironmentFile=-/etc/prepfs/%i.env", "RestartPreventExitStatus=2"):
         assert needed in text, needed
     # A mount namespace would hide the FUSE mount from the host.
     settings = "\n".join(l for l in text.splitlines() if not l.startswith("#"))

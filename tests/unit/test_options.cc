@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -7,12 +9,28 @@
 #include <vector>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/common/log.h"
 #include "prepfs/common/options.h"
 #include "prepfs/common/size.h"
 #include "temp_dir.h"
 
 using namespace prepfs;
+
+// A system service has no HOME (systemd sets none without User=): ~/.aws/credentials must still
+// be found, through the password entry. It was looked for through $HOME alone.
+TEST(HomeDirectory, WithoutHomeItIsThePasswordEntrys) {
+  const char* saved = std::getenv("HOME");
+  const std::string was = saved ? saved : "";
+  ::setenv("HOME", "/somewhere/else", 1);
+  EXPECT_EQ(home_directory(), "/somewhere/else");
+  ::unsetenv("HOME");
+  const struct passwd* pw = ::getpwuid(::geteuid());
+  ASSERT_NE(pw, nullptr);
+  EXPECT_EQ(home_directory(), pw->pw_dir);
+  EXPECT_FALSE(home_directory().empty());
+  if (saved) ::setenv("HOME", was.c_str(), 1);
+}
 
 TEST(Size, ParsesUnits) {
   EXPECT_EQ(parse_size("0"), 0u);

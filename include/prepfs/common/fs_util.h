@@ -13,6 +13,10 @@ void mkdir_p(const std::string& path);
 // crash. Returns the errno of the failure, or 0.
 int sync_parent_dir(const std::string& path);
 
+// $HOME, or else the home directory of the effective user's password entry ("" if none): a
+// system service runs without HOME, and its user's files (~/.aws/credentials) are still there.
+std::string home_directory();
+
 // Wall-clock time in nanoseconds since the epoch (for synthesised mtimes).
 int64_t wall_clock_ns();
 
