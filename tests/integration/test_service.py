@@ -497,7 +497,7 @@ def test_systemd_unit_verifies(tmp_path):
     text = open(built).read() if os.path.exists(built) else open(os.path.join(TOP, "systemd", "prepfs@.service")).read()
     # The unit names the installed binary; point it at this build so verify can check it.
     text = re.sub(r"^ExecStart=\S+", f"ExecStart={os.path.abspath(PREPFS_BIN)}", text, flags=re.M)
-    assert "@SBINDIR@" not in text
+    assert "@SBINDIR@" not in text and "@SERVICE_TYPE@" not in text
     unit = tmp_path / "prepfs@.service"
     unit.write_text(text)
     shutil.copy(unit, tmp_path / "prepfs@test.service")
