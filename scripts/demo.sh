@@ -7,6 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
-if [ ! -f build/build.ninja ]; then meson setup build >/dev/null; fi
-ninja -C build >/dev/null
+# Quiet when it works; the tail of the log (compiler errors included) when it does not. -Werror as
+# scripts/test.sh builds it, so that the two commands share one build directory.
+log=$(mktemp /tmp/prepfs-demo-build.XXXXXX.log)
+if ! { if [ ! -f build/build.ninja ]; then meson setup build -Dwerror=true; fi && ninja -C build; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "prepfs demo: the build failed; the whole log is $log" >&2
+  exit 1
+fi
+rm -f "$log"
 exec /usr/bin/python3 scripts/demo.py --build build "$@"

@@ -16,6 +16,8 @@ configure() {  # dir, extra meson args...
   local dir=$1; shift
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" -Dwerror=true "$@" >/dev/null
+  else
+    meson configure "$dir" -Dwerror=true "$@" >/dev/null  # one made otherwise is -Werror from now on
   fi
 }
 configure build
