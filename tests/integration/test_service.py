@@ -257,6 +257,35 @@ def test_prepctl_warmup_fills_the_cache_and_is_quiet_without_a_tty(env):
         assert fs.stats()["source"]["reads"] == before
 
 
+def test_prepctl_takes_names_that_are_no_utf8_a_closed_stdin_and_a_symlinked_mount(env):
+    """Each was a Python traceback, or a path refused as outside the mount."""
+    tmp, src, _ = env
+    odd = b"caf\xe9.bin"  # Latin-1, not UTF-8
+    with open(os.path.join(os.fsencode(src), odd), "wb") as f:
+        f.write(b"latin")
+    with Prepfs(src, tmp / "mnt", tmp / "ssd") as fs:
+        lst, order = tmp / "odd.txt", tmp / "order.txt"
+        lst.write_bytes(odd + b"\n")
+        order.write_bytes(b"raw/" + odd + b"\n")
+        for args, stdin in (((fs.mnt, "warmup", "--list", lst), None),
+                            ((fs.mnt, "warmup", "--list", "-"), odd + b"\n"),
+                            ((fs.mnt, "order", order, "--job", "odd"), None)):
+            res = subprocess.run([sys.executable, PREPCTL, *map(str, args)], capture_output=True, timeout=60,
+                                 input=stdin, env={**os.environ, "LC_ALL": "C.UTF-8"})
+            assert res.returncode == 0 and b"Traceback" not in res.stderr, (args, res.stderr)
+        assert fs.stats()["jobs"]["list"][0]["pending"] == 1  # the order named the file
+        # warmup --list - with stdin closed: one clear line.
+        res = subprocess.run([sys.executable, PREPCTL, fs.mnt, "warmup", "--list", "-"], capture_output=True,
+                             text=True, timeout=60, stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
+        assert res.returncode == 2 and "standard input is closed" in res.stderr and "Traceback" not in res.stderr, \
+            res.stderr
+        # The mount reached through a symlink.
+        os.symlink(fs.mnt, tmp / "link")
+        prepctl(fs.mnt, "evict", "-q")
+        prepctl(fs.mnt, "warmup", os.path.join(tmp / "link", "raw", "top.bin"))
+        assert fs.stats()["ram"]["bytes_by_form"]["raw"] > 0
+
+
 def test_prepctl_warmup_progress_bar_on_a_tty(env):
     tmp, src, _ = env
     with Prepfs(src, tmp / "mnt", tmp / "ssd") as fs:
