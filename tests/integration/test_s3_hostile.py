@@ -51,20 +51,26 @@ def test_a_trickling_server_cannot_hold_a_reader_forever(tmp_path):
             assert "timed out" in fs.log_text() or "Timeout" in fs.log_text()
 
 
-def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
+def mount_that_must_fail(srv, tmp_path, timeout):
+    """Runs a mount of the hostile server in the foreground; it must end (and fail) in time."""
     (tmp_path / "mnt").mkdir()
+    args = [PREPFS_BIN, "s3://bucket/ds", str(tmp_path / "mnt"), "-f", "-o",
+            f"ssd_dir={tmp_path}/ssd,s3_endpoint={srv.endpoint},s3_path_style=1"]
+    try:
+        res = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        force_unmount(str(tmp_path / "mnt"))
+        pytest.fail(f"still listing after {timeout} s ({srv.listings} pages)")
+    assert res.returncode != 0
+    assert "terminate called" not in res.stderr
+    return res
+
+
+def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
     with HostileS3("cycle") as srv:
-        args = [PREPFS_BIN, "s3://bucket/ds", str(tmp_path / "mnt"), "-f", "-o",
-                f"ssd_dir={tmp_path}/ssd,s3_endpoint={srv.endpoint},s3_path_style=1"]
-        try:
-            res = subprocess.run(args, capture_output=True, text=True, timeout=30)
-        except subprocess.TimeoutExpired:
-            force_unmount(str(tmp_path / "mnt"))
-            pytest.fail(f"still listing after 30 s ({srv.listings} pages)")
-        assert res.returncode != 0
+        res = mount_that_must_fail(srv, tmp_path, 30)
         errors = [l for l in res.stderr.splitlines() if " error: " in l or l.startswith("prepfs:")]
         assert errors and all("continuation token" in l for l in errors), res.stderr
-        assert "terminate called" not in res.stderr
         assert srv.listings < 10
 
 
@@ -73,18 +79,9 @@ def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
 def test_a_listing_that_never_ends_fails_the_mount_with_a_clear_error(tmp_path, fault, why):
     """Only a repeated token used to end a listing: a server handing out new tokens forever held
     the mount, and grew its memory (every token kept, every page's keys), without end."""
-    (tmp_path / "mnt").mkdir()
     with HostileS3(fault) as srv:
-        args = [PREPFS_BIN, "s3://bucket/ds", str(tmp_path / "mnt"), "-f", "-o",
-                f"ssd_dir={tmp_path}/ssd,s3_endpoint={srv.endpoint},s3_path_style=1"]
-        try:
-            res = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            force_unmount(str(tmp_path / "mnt"))
-            pytest.fail(f"still listing after 60 s ({srv.listings} pages)")
-        assert res.returncode != 0
+        res = mount_that_must_fail(srv, tmp_path, 60)
         assert why in res.stderr and "the listing is incomplete" in res.stderr, res.stderr
-        assert "terminate called" not in res.stderr
         assert srv.listings <= 1001
 
 
