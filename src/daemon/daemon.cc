@@ -283,6 +283,7 @@ struct Daemon::Parts {
     in.src_bandwidth = pr.src_bandwidth;
     const uint64_t gets = load(c.gets), hit_ns = load(c.hit_ns);
     in.shared_measured = gets > 0;
+    in.decoded_shared_now = shared->shares(Form::decoded);
     if (gets > 0) in.shared_latency = double(load(c.get_ns)) / 1e9 / double(gets);
     if (hit_ns > 0) in.shared_bandwidth = double(load(c.hit_bytes)) * 1e9 / double(hit_ns);
     SharedFormChoice choice = prepfs::choose_shared_forms(in);

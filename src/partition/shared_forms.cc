@@ -33,7 +33,8 @@ SharedFormChoice choose_shared_forms(const SharedFormInputs& in) {
 
   // Without a decode (no images) there is nothing to share in decoded form.
   const double make_here = std::min(src_raw, shared_raw) + in.c_dec;
-  c.forms[index_of(Form::decoded)] = in.decoded_bytes > 0 && shared_dec < make_here;
+  const double margin = in.decoded_shared_now ? 1 + kSharedFormMargin : 1 - kSharedFormMargin;
+  c.forms[index_of(Form::decoded)] = in.decoded_bytes > 0 && shared_dec < make_here * margin;
   c.why += fmt::format(
       "decoded {}: {:.2f} ms to read the pixels from the shared tier vs {:.2f} ms to fetch the bytes and decode "
       "them here ({:.2f} ms of CPU)\n",

@@ -37,6 +37,25 @@ TEST(SharedForms, AThinLinkKeepsBytesButDecodesHere) {
   EXPECT_FALSE(shares(c, Form::decoded)) << c.why;
 }
 
+// Costs within 10% of each other keep whichever choice stands: measured with noise, they flipped
+// the decoded form every tick.
+TEST(SharedForms, NearEqualCostsKeepTheChoiceThatStands) {
+  // A fast source: fetch (0.1 ms + 110 kB at 1 GB/s) and decode (1.6 ms) here take 1.81 ms; the
+  // pixels from the shared tier 0.5 ms plus 562 kB at a bandwidth that makes them `ratio` of that.
+  auto at = [](double ratio, bool now) {
+    SharedFormInputs in = imagenet_over(0.5e-3, 562e3 / (1.81e-3 * ratio - 0.5e-3));
+    in.src_latency = 0.1e-3;
+    in.src_bandwidth = 1e9;
+    in.decoded_shared_now = now;
+    return shares(choose_shared_forms(in), Form::decoded);
+  };
+  for (double ratio : {0.95, 1.05})
+    for (bool now : {false, true}) EXPECT_EQ(at(ratio, now), now) << ratio;
+  // A clear difference still decides.
+  EXPECT_TRUE(at(0.8, false));
+  EXPECT_FALSE(at(1.2, true));
+}
+
 // A shared tier slower than this node's source still keeps the bytes (the source is every node's),
 // but not the pixels.
 TEST(SharedForms, ASharedTierSlowerThanTheSourceKeepsOnlyTheBytes) {

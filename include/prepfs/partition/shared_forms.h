@@ -22,7 +22,13 @@ struct SharedFormInputs {
   // (stated in the reason) until it has answered.
   double shared_latency = 0, shared_bandwidth = 0;
   bool shared_measured = false;
+  // Whether the tier keeps decoded pixels now: the choice changes only when the other side wins
+  // by kSharedFormMargin, so that two near-equal costs measured with noise do not flip it every
+  // tick (each flip changes what the nodes look up and publish).
+  bool decoded_shared_now = false;
 };
+
+inline constexpr double kSharedFormMargin = 0.1;
 
 struct SharedFormChoice {
   std::array<bool, kForms> forms{};
