@@ -88,6 +88,7 @@ void SharedTier::publishing_loop() {
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     publishing_ = true;
+    in_flight_ = {p.key, p.form, p.chunk, {}, {}};
     const bool stopping = stopping_;
     const uint64_t cost = queue_cost(p);
     lock.unlock();
@@ -107,12 +108,21 @@ void SharedTier::publishing_loop() {
     }
     p = {};  // the chunk's memory goes before the queue says it has room
     lock.lock();
+    in_flight_ = {};
     queue_bytes_ -= cost;
     counters_.publish_queued.fetch_sub(1, std::memory_order_relaxed);
     counters_.publish_queued_bytes.fetch_sub(cost, std::memory_order_relaxed);
     publishing_ = false;
     if (queue_.empty()) drained_cv_.notify_all();
   }
+}
+
+ChunkRef SharedTier::queued(const CacheKey& key, Form form) {
+  std::lock_guard lock(queue_mutex_);
+  for (const Pending& p : queue_)  // a rare path (a lease found), over at most publish_queue_bytes
+    if (p.chunk && p.key == key && p.form == form) return p.chunk;
+  if (publishing_ && in_flight_.chunk && in_flight_.key == key && in_flight_.form == form) return in_flight_.chunk;
+  return nullptr;
 }
 
 void SharedTier::drain() {
@@ -279,6 +289,9 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
       }
       // refused: another node took it between our lookup and our add; wait for it below.
     }
+    // Leased by this node: the entry may be in its own publishing queue (a re-read after RAM let
+    // it go). Waiting on the lease would wait for its own publish.
+    if (ChunkRef mine = queued(key, form)) return Result{std::move(mine), false};
     if (!waited) {
       waited = true;
       bump(pf.lease_waits);

@@ -556,3 +556,28 @@ TEST(SharedTier, AnEntryQueuedPastHalfItsLeaseTtlIsDroppedAndItsLeaseGivenBack) 
   raw->get(std::span<const std::string>(&lease, 1), [&](size_t, std::span<const char>) { found++; });
   EXPECT_EQ(found, 0u) << "the dropped entry kept its lease";
 }
+
+// A re-read on the node whose publish is still queued (RAM let the entry go meanwhile) finds its
+// own lease: it is served from the queue instead of waiting for its own publish.
+TEST(SharedTier, AReReadOfAnEntryStillQueuedIsServedFromTheQueue) {
+  test::MemcachedServer a;
+  auto gated = std::make_unique<GatedStores>(client({a.port()}));
+  GatedStores* gate = gated.get();
+  SharedTier n1(std::move(gated));
+  n1.set_forms({true, true, true});
+  const ChunkRef c = bytes_chunk(5000, 50), d = bytes_chunk(6000, 51);
+  n1.get_or_fill(key_of(50), Form::raw, [&] { return c; });
+  n1.get_or_fill(key_of(51), Form::raw, [&] { return d; });  // queued behind 50, whose set waits
+  ASSERT_TRUE(gate->wait_for_a_set());
+  for (const auto& [k, want] : {std::pair{50, c}, std::pair{51, d}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = n1.get_or_fill(key_of(uint64_t(k)), Form::raw, [&]() -> ChunkRef {
+      ADD_FAILURE() << "filled again";
+      return want;
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << k;
+    EXPECT_TRUE(same(r.chunk, want)) << k;
+  }
+  gate->open();
+  n1.drain();
+}

@@ -16,8 +16,8 @@
 // wait out the lease. The lease is held until the entry is stored, so the other nodes wait for
 // it, as they would for a fill; but not for long: an entry whose lease was taken more than half
 // the lease TTL ago when its turn comes (servers slower than this node fills) is dropped the same
-// way. Lease returns run on the publishing thread too. Not done: a re-read on this node of an
-// entry still queued (gone from RAM meanwhile) waits on its own lease like another node would.
+// way. Lease returns run on the publishing thread too. A re-read on this node of an entry still
+// queued (gone from RAM meanwhile) is served from the queue rather than wait on its own lease.
 // Any call that fails (a dead, slow or unreachable server) leaves the shared tier out of this
 // read: the fill runs here and the reader gets its bytes; a corrupt or foreign value is a miss
 // (and is replaced). The shared tier never turns into an error for a reader or into wrong bytes.
@@ -127,6 +127,7 @@ class SharedTier {
   void publish_later(Pending p);  // never throws: the reader has its bytes whatever happens here
   void publishing_loop();
   static uint64_t queue_cost(const Pending& p);
+  ChunkRef queued(const CacheKey& key, Form form);  // the entry if it waits to be published here
   static constexpr size_t kMaxQueued = 65536;  // lease returns past a full queue (each ~100 bytes)
 
   std::mutex queue_mutex_;
@@ -134,6 +135,7 @@ class SharedTier {
   std::deque<Pending> queue_;
   uint64_t queue_bytes_ = 0;
   bool publishing_ = false;  // the thread holds an entry taken off the queue
+  Pending in_flight_;        // ... that one (its key, form and chunk)
   bool stopping_ = false;
   std::thread publisher_;  // started in the constructor's body, once every member is built
 
