@@ -87,6 +87,9 @@ int SsdDir::open_entry(const CacheKey& key, const std::string& name) {
     errno = EINVAL;
     return -1;
   }
+  // Blocking again for the read: io_uring answers a non-blocking read that must wait for the
+  // disk with EAGAIN where the file system has no nowait support, and that read would fail.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
 }
 

@@ -186,7 +186,7 @@ void SsdTier::wait_for_unlinks(const CacheKey& key) {
 
 ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   EntryName name;
-  uint64_t write = 0;
+  uint64_t write = 0, indexed_size = 0;
   {
     std::lock_guard lock(mu_);
     auto it = names_.find(key);
@@ -196,6 +196,7 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
     }
     name = it->second.name;
     write = it->second.write;
+    indexed_size = (name.spare ? spare_ : planned_).size_of(key);
     (name.spare ? spare_ : planned_).touch(key);
     (name.spare ? spare_ : planned_).adopt(key, sample);
   }
@@ -222,6 +223,11 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   const uint64_t t0 = steady_ns();
   int fd = dir_.open_entry(key, file);
   if (fd < 0) {
+    // Out of descriptors or memory: the entry is fine, only this read misses it.
+    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EINTR) {
+      bump(counters_.misses);
+      return nullptr;
+    }
     // ENOENT: evicted between the index check and the open, or removed from outside. Still indexed
     // with no file, put_async would count it as present forever: drop it. Anything else (a
     // symlink, a FIFO) is not ours to serve.
@@ -234,6 +240,12 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(SsdEntryHeader)) {
     ::close(fd);
     return corrupt("short file");
+  }
+  // The size it was indexed with: a file grown or replaced from outside is not read (nor is its
+  // size allocated) before its checks would refuse it.
+  if (static_cast<uint64_t>(st.st_size) != indexed_size) {
+    ::close(fd);
+    return corrupt("its size is not the indexed one");
   }
   const size_t payload = static_cast<size_t>(st.st_size) - sizeof(SsdEntryHeader);
   auto chunk = Chunk::allocate(payload, sizeof(SsdEntryHeader));

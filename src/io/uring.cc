@@ -176,8 +176,11 @@ size_t pread_full(int fd, void* buf, size_t len, uint64_t off) {
   size_t total = 0;
   for (size_t i = 0; i < res.size(); i++) {
     size_t seg_off = i * kSegment, want = std::min(kSegment, len - seg_off);
-    if (res[i] < 0) throw_errno(-res[i], "read");
-    size_t got = static_cast<size_t>(res[i]);
+    // EAGAIN (a non-blocking descriptor) and EINTR end a segment without data: the synchronous
+    // path reads it instead.
+    const int r = res[i] == -EAGAIN || res[i] == -EINTR ? 0 : res[i];
+    if (r < 0) throw_errno(-r, "read");
+    size_t got = static_cast<size_t>(r);
     if (got < want) got += finish_read(fd, p + seg_off + got, want - got, off + seg_off + got);
     total += got;
     if (got < want) break;  // end of file: later segments read nothing valid
@@ -192,8 +195,9 @@ void pwrite_full(int fd, const void* buf, size_t len, uint64_t off) {
   std::vector<int> res = ring.transfer(true, fd, const_cast<char*>(p), len, off);
   for (size_t i = 0; i < res.size(); i++) {
     size_t seg_off = i * kSegment, want = std::min(kSegment, len - seg_off);
-    if (res[i] < 0) throw_errno(-res[i], "write");
-    size_t got = static_cast<size_t>(res[i]);
+    const int r = res[i] == -EAGAIN || res[i] == -EINTR ? 0 : res[i];  // as in pread_full
+    if (r < 0) throw_errno(-r, "write");
+    size_t got = static_cast<size_t>(r);
     if (got < want) finish_write(fd, p + seg_off + got, want - got, off + seg_off + got);
   }
 }

@@ -168,6 +168,21 @@ TEST(SsdTier, TornWriteIsAMiss) {
   EXPECT_EQ(load(c.corrupt), 1u);
 }
 
+// A file grown from outside (sparse, to 4 TiB) after it was indexed: refused by its size before
+// anything is read or allocated. get() allocated the file's size, and threw bad_alloc.
+TEST(SsdTier, AnEntryWhoseFileGrewIsRefusedWithoutReadingIt) {
+  test::TempDir dir;
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+  ssd.put_async(key_for("x"), chunk_of(test::pattern(5000, 3)), Form::raw);
+  ssd.flush();
+  ASSERT_EQ(::truncate(ssd.path_of(key_for("x"), Form::raw).c_str(), off_t(1) << 42), 0);
+  ChunkRef got;
+  ASSERT_NO_THROW(got = ssd.get(key_for("x")));
+  EXPECT_FALSE(got);
+  EXPECT_EQ(load(c.corrupt), 1u);
+}
+
 TEST(SsdTier, EntryUnderAnotherKeyIsNotServed) {
   test::TempDir dir;
   TierCounters c;

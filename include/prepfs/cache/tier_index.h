@@ -47,6 +47,11 @@ class TierIndex {
   void adopt(const CacheKey& key, uint32_t sample);
   bool touch(const CacheKey& key);  // true when present; counts as a use for the policy
   bool contains(const CacheKey& key) const { return entries_.count(key) != 0; }
+  // The size an entry was admitted with, 0 when absent.
+  uint64_t size_of(const CacheKey& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? 0 : it->second.size;
+  }
   bool remove(const CacheKey& key);  // true when it was present
   // Lowers (or raises) the budget, evicting down to it. Used when the SSD turns out to be full.
   void set_budget(uint64_t budget, std::vector<CacheKey>* evicted);
