@@ -87,12 +87,17 @@ void Renderer::check_renderable(const Sample& s) {
   throw Error(ENOENT, s.path + " is not an image");
 }
 
-Renderer::Memory Renderer::take_memory(const Sample& s, RenderPath path) {
+Renderer::Memory Renderer::take_memory(const Sample& s, RenderPath path, SlotUse slot) {
   const RenderMemory need = render_memory(cfg_.shapes, s.dims, s.version.size, path, cfg_.transform_mem);
   if (need.total() > cfg_.transform_mem)
     fail(s, "rendering it needs " + std::to_string(need.total()) +
                 " bytes, more than transform_mem=" + std::to_string(cfg_.transform_mem));
   ResourceBudget::Take took = memory_.take(need.total(), std::chrono::milliseconds(0));
+  // Work ahead holds its cpu slot already; a reader takes memory first and its slot after. Were
+  // the work ahead to wait for memory while holding the slot, a reader holding the memory would
+  // wait for that slot: both until the wait ends. Work ahead gives way instead.
+  if (took == ResourceBudget::Take::timed_out && slot == SlotUse::held)
+    throw Error(EBUSY, s.path + ": transform memory in use; the work ahead gives way");
   if (took == ResourceBudget::Take::timed_out) {
     bump(counters_.memory_waits);
     took = memory_.take(need.total(), cfg_.wait);
@@ -142,7 +147,7 @@ ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket,
 
 ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg, SlotUse slot) {
   check_renderable(s);
-  const Memory memory = take_memory(s, RenderPath::decode);
+  const Memory memory = take_memory(s, RenderPath::decode, slot);
   const JpegBytes bytes = jpeg();
   return transform(s, counters_.decode_cpu_ns, slot, [&] {
     auto c = Chunk::allocate(cfg_.shapes.decoded_size(s.dims));
@@ -167,7 +172,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   const uint64_t header = cfg_.shapes.decoded_header_size(s.dims);
   // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely.
   if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3) {
-    const Memory memory = take_memory(s, RenderPath::augment_from_pixels);
+    const Memory memory = take_memory(s, RenderPath::augment_from_pixels, slot);
     return transform(s, counters_.augment_from_decoded_cpu_ns, slot, [&] {
       transform::check_sizes(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), cfg_.shapes.max_pixels);
       transform::ImageView view{reinterpret_cast<const uint8_t*>(decoded->data()) + header, int(s.dims.width),
@@ -179,7 +184,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
       return out;
     });
   }
-  const Memory memory = take_memory(s, RenderPath::augment_from_jpeg);
+  const Memory memory = take_memory(s, RenderPath::augment_from_jpeg, slot);
   const JpegBytes bytes = jpeg();
   return transform(s, counters_.augment_cpu_ns, slot, [&] {
     transform::AugmentOptions opts;

@@ -211,3 +211,49 @@ TEST(Renderer, WaitsForTransformMemoryAtMostItsBound) {
   first.get();
   EXPECT_EQ(r.transform_mem_in_use(), 0u);
 }
+
+// Work ahead holds its cpu slot before it takes memory; a reader takes memory before its slot.
+// With one slot, work ahead that waited for the memory a reader holds kept the slot that reader
+// then waited for: both stalled until the wait ended, and one failed with ETIMEDOUT. Work ahead
+// now gives way at once (EBUSY) and the reader goes on.
+TEST(Renderer, WorkAheadGivesWayToAReaderHoldingTheMemory) {
+  RenderCounters counters;
+  RenderConfig rc;
+  rc.shapes = shapes();
+  rc.transform_mem = 20 << 20;  // one 1000 x 1000 decode at a time
+  rc.wait = 3s;
+  rc.cpu = 1;
+  Renderer r(rc, counters);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<bool> holding{false};
+  auto reader = std::async(std::launch::async, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      r.decoded(sample(1000, 1000, 1000), [&] {
+        holding = true;
+        gate.wait();
+        return JpegBytes{};  // not a JPEG: EIO after its slot, which is not what this test is about
+      });
+    } catch (const Error& e) {
+      EXPECT_NE(e.err(), ETIMEDOUT) << e.what();
+    }
+    return std::chrono::steady_clock::now() - t0;
+  });
+  while (!holding) std::this_thread::sleep_for(1ms);
+  ResourceBudget::Hold slot = r.idle_slot();  // work ahead: the only slot, while the reader fetches
+  ASSERT_EQ(slot.amount(), 1u);
+  auto ahead = std::async(std::launch::async, [&] {
+    try {
+      r.decoded(sample(1000, 1000, 1000), [] { return JpegBytes{}; }, SlotUse::held);
+      return 0;
+    } catch (const Error& e) {
+      return e.err();
+    }
+  });
+  EXPECT_EQ(ahead.get(), EBUSY);  // at once, not after the wait
+  slot = {};
+  release.set_value();
+  EXPECT_LT(reader.get(), 2s);
+  EXPECT_EQ(load(counters.timeouts), 0u);
+}

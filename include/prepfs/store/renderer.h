@@ -89,11 +89,12 @@ class Renderer {
 
  private:
   // What a render may use at its peak, taken from transform_mem (refused when it cannot fit).
+  // A reader waits for it; work ahead (slot held) does not: EBUSY when it is not free at once.
   struct Memory {
     ResourceBudget::Hold hold;
     uint64_t libjpeg = 0;  // libjpeg's cap
   };
-  Memory take_memory(const Sample& s, RenderPath path);
+  Memory take_memory(const Sample& s, RenderPath path, SlotUse slot);
   template <class F>
   ChunkRef transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, SlotUse slot, F&& body);
   ResourceBudget::Hold take_slot(const Sample& s);
