@@ -335,7 +335,7 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
         return render_augmented(s, variant, SlotUse::held);
       },
       Admission::staged(), s.node, Join::never);
-  if (!c) return {AheadOutcome::late};  // its open is rendering it
+  if (!c) return {AheadOutcome::ready};  // its open is rendering it: nothing rendered here
   if (!made) return {AheadOutcome::ready};
   if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)
   if (room == EarlyRoom::ahead) {
