@@ -27,6 +27,19 @@ class Ring {
   Ring() {
     int rc = io_uring_queue_init(kQueueDepth, &ring_, 0);
     ok_ = rc == 0;
+    // Kernels 5.1 to 5.5 make a ring but have no IORING_OP_READ/WRITE (5.6): every completion
+    // would be EINVAL, so such a ring is no ring.
+    if (ok_) {
+      io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
+      const bool ops = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                       io_uring_opcode_supported(probe, IORING_OP_WRITE);
+      if (probe) io_uring_free_probe(probe);
+      if (!ops) {
+        io_uring_queue_exit(&ring_);
+        ok_ = false;
+        rc = -EOPNOTSUPP;
+      }
+    }
     if (!ok_ && !g_fallback_logged.exchange(true))
       spdlog::warn("io_uring unavailable ({}); falling back to pread/pwrite", std::strerror(-rc));
   }
