@@ -299,6 +299,9 @@ bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t
 }
 
 bool SsdTier::put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
+  // The gate below refuses every spare while a full disk keeps the budget low, so the writer's
+  // loop, which probes for room otherwise, may never run again: probe here too (as rarely).
+  maybe_reprobe();
   {
     std::lock_guard lock(mu_);
     if (names_.count(key) && !doomed_.count(key)) return true;  // as in put_async

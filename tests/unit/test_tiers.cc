@@ -727,6 +727,23 @@ TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
   EXPECT_TRUE(ssd.get(key_for("k12")));
 }
 
+// A full disk while the tier held nothing (the plan keeps everything in RAM: the SSD has spare
+// copies only) lowers the budget to 0. Spares were then refused at their gate, so no write ever
+// reached the writer, whose loop alone probed for room again: no spare copy until a restart.
+TEST(SsdTier, SpareCopiesComeBackAfterAFullDiskLeftTheTierEmpty) {
+  FullDiskSsd t;
+  SsdTier& ssd = *t.ssd;
+  t.full = true;
+  EXPECT_TRUE(ssd.put_spare_async(key_for("s1"), chunk_of(test::pattern(10'000, 1)), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  ASSERT_EQ(ssd.stats().budget, 0u);
+  t.full = false;
+  t.free_bytes = 100 << 20;
+  EXPECT_TRUE(ssd.put_spare_async(key_for("s2"), chunk_of(test::pattern(10'000, 2)), Form::raw));
+  ASSERT_TRUE(ssd.flush());
+  EXPECT_TRUE(ssd.contains_spare(key_for("s2")));
+}
+
 // Per-form quotas are shares of the SSD's budget and follow it. A re-plan while a full disk had
 // lowered the budget set them in bytes of the lowered budget, and they stayed there once room
 // came back (a form at its quota refuses): ssd= was never reached again.
