@@ -284,8 +284,19 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   Admission a = where.any() ? where : Admission::staged();
   if (jobs_.staging) a.recent = false;
   ChunkRef c = cache_.get_or_fill(key, form, make, a, s.node);
-  if (jobs_.staging && !cache_.ram().contains(key)) jobs_.staging->put(key, c, s.node);
+  if (jobs_.staging && !cache_.ram().contains(key)) stage_if_current(s, key, c, false);
   return c->size();
+}
+
+bool SampleStore::stage_if_current(const Sample& s, const CacheKey& key, const ChunkRef& c, bool ahead) {
+  if (!(ahead ? jobs_.staging->put_ahead(key, c, s.node) : jobs_.staging->put(key, c, s.node))) return false;
+  // The file changed since s was resolved: the change dropped what was staged for it before this
+  // put (or will drop it after); what this put staged under the old version's key would stay.
+  if (tree_.file_state(s.node).version != s.version) {
+    jobs_.staging->drop(key);
+    return false;
+  }
+  return true;
 }
 
 uint64_t SampleStore::prefetch(const Sample& s, Form form, bool may_transform) {
@@ -338,11 +349,7 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   if (!c) return {AheadOutcome::ready};  // its open is rendering it: nothing rendered here
   if (!made) return {AheadOutcome::ready};
   if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)
-  if (room == EarlyRoom::ahead) {
-    if (!jobs_.staging->put_ahead(k, c, s.node)) return {AheadOutcome::wasted};
-  } else {
-    jobs_.staging->put(k, c, s.node);
-  }
+  if (!stage_if_current(s, k, c, room == EarlyRoom::ahead)) return {AheadOutcome::wasted};
   // An open between the check above and the put rendered its own: nobody will take this one.
   if (!upcoming()) {
     jobs_.staging->drop(k);

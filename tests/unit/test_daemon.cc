@@ -463,6 +463,26 @@ TEST(Daemon, AChangedFileLeavesNothingStaged) {
   EXPECT_TRUE(d.staging().contains(other));
 }
 
+// Work ahead that resolved its sample before the file changed must not stage the old version's
+// variant after the change dropped what was staged: nothing would ever take it (its key names the
+// old version), and it held render-ahead room and showed the sample resident for good.
+TEST(Daemon, WorkAheadForAFileThatChangedMeanwhileStagesNothing) {
+  Rig rig("probe=mount,metadata_ttl=0,render_ahead=0,partition=fixed:100/0/0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string path = rig.images[0].first;
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(rig.images[0].second));
+  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  ASSERT_TRUE(d.store().inputs_at_hand(s));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rig.dir.write("src/" + path, "rewritten");
+  d.main_fs().lookup(walk(d.main_fs(), 1, "raw/cls"), "img0.jpg");  // revalidates (metadata_ttl=0)
+  ResourceBudget::Hold slot = d.renderer().idle_slot();  // as RenderAhead holds one
+  ASSERT_GT(slot.amount(), 0u);
+  d.store().render_ahead(s, 0, [] { return true; });  // the sample as resolved before the change
+  EXPECT_EQ(d.staging().bytes(), 0u) << "the old version's variant was staged after the change";
+}
+
 // The sample a raw/ path names, and the key of its first raw chunk (as the store makes it).
 Sample raw_sample(Daemon& d, const std::string& path) {
   return d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
