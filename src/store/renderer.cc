@@ -170,8 +170,10 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   transform::Rng rng = transform::Rng::for_variant(cfg_.seed, s.path, variant);
   const uint64_t out_size = cfg_.shapes.augmented_size(s.dims);
   const uint64_t header = cfg_.shapes.decoded_header_size(s.dims);
-  // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely.
-  if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3) {
+  // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely; unless the JPEG
+  // path decodes this variant at a DCT scale, whose bytes the full-size pixels cannot give.
+  if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3 &&
+      !transform::decodes_at_dct_scale(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), rng, cfg_.fast)) {
     const Memory memory = take_memory(s, RenderPath::augment_from_pixels, slot);
     return transform(s, counters_.augment_from_decoded_cpu_ns, slot, [&] {
       transform::check_sizes(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), cfg_.shapes.max_pixels);

@@ -131,6 +131,20 @@ Image fast_center_crop(JpegReader& rd, const CenterCropOp& op) {
 
 }  // namespace
 
+bool decodes_at_dct_scale(const PipelineSpec& spec, int width, int height, Rng rng, const FastPaths& fast) {
+  if (!fast.dct_scale || spec.ops().empty()) return false;
+  const Op& first = spec.ops().front();  // the choice fast_rrc and fast_resize make
+  if (const auto* r = std::get_if<RrcOp>(&first)) {
+    const CropBox b = sample_rrc_box(width, height, r->params, rng);
+    return pick_scale(b.width, b.height, r->size, fast.dct_min_ratio) != 8;
+  }
+  if (const auto* z = std::get_if<ResizeOp>(&first)) {
+    const Size target = z->shorter > 0 ? resize_shorter_size(width, height, z->shorter) : z->size;
+    return pick_scale(width, height, target, fast.dct_min_ratio) != 8;
+  }
+  return false;
+}
+
 Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs, ResampleKernel kernel) {
   for (const Op& op : ops) img = apply_op(img.view(), &img, op, rs, kernel);
   return img;

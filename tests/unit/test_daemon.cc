@@ -279,9 +279,10 @@ TEST(Daemon, TheLastServeOfAVariantLeavesBothTiersUntouched) {
 // Issue 13: render ahead (no order published) never changes what an open gets. Open k of a file is
 // variant k / aug_reuse as (seed, path, variant) defines it, whether the open takes a variant
 // rendered ahead, joins one in progress, or renders its own; from JPEG bytes or cached pixels.
-void expect_exact_variants_with_render_ahead(const std::string& options, unsigned reuse, bool drain) {
+void expect_exact_variants_with_render_ahead(const std::string& options, unsigned reuse, bool drain,
+                                             const Rig::Size (&sizes)[4] = Rig::kSmall) {
   SCOPED_TRACE(options + (drain ? ", each render ahead done before the next open" : ", racing the opens"));
-  Rig rig("probe=mount,seed=7,aug_reuse=" + std::to_string(reuse) + "," + options);
+  Rig rig("probe=mount,seed=7,aug_reuse=" + std::to_string(reuse) + "," + options, sizes);
   Daemon d(rig.opts);
   ASSERT_NE(d.render_ahead(), nullptr);
   const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
@@ -311,6 +312,11 @@ TEST(Daemon, RenderAheadNeverServesAStaleVariant) {
     expect_exact_variants_with_render_ahead("partition=fixed:0/100/0", 1, drain);  // from cached pixels
     expect_exact_variants_with_render_ahead("", 3, drain);                         // a variant served 3 times
   }
+  // Photos, whose large crops the JPEG path decodes at a DCT scale (fast_paths=1): a variant is
+  // the same bytes whether rendered from the JPEG or from cached pixels. It was not: the pixels'
+  // path resampled at full scale, so what an open got depended on what the cache held.
+  static constexpr Rig::Size kLarge[] = {{1600, 1200, 3}, {1200, 1600, 3}, {1400, 1000, 3}, {1300, 1300, 1}};
+  expect_exact_variants_with_render_ahead("partition=fixed:0/100/0", 1, true, kLarge);
 }
 
 TEST(Daemon, RenderAheadRendersEachFilesNextVariantOnceAfterEachServe) {

@@ -69,6 +69,12 @@ Image apply_ops(Image img, std::span<const Op> ops, RandomSource& rs, ResampleKe
 Image apply_ops(ImageView src, std::span<const Op> ops, RandomSource& rs,
                 ResampleKernel kernel = ResampleKernel::kSimd);
 
+// Whether augment_jpeg would decode this variant at a DCT scale (its first op's crop or size, at
+// `rng`'s draws, allows it): its bytes then differ from apply_ops on the full-size pixels, so a
+// renderer with both at hand must take the JPEG for it, or a variant's bytes would depend on what
+// the cache held. rng is a copy: the caller's draws are untouched.
+bool decodes_at_dct_scale(const PipelineSpec& spec, int width, int height, Rng rng, const FastPaths& fast);
+
 // Cache-key hash of what determines augmented bytes besides (seed, path, variant): the spec and
 // the settings of the fast paths that change pixels (dct_scale; crop_decode does not).
 std::uint64_t pipeline_key(const PipelineSpec& spec, const FastPaths& fast);
