@@ -63,9 +63,10 @@ int SsdDir::fanout_fd(const std::string& fanout, bool create) {
   try {
     fd = chunks_.open_sub(fanout, create).release();  // kept for the tier's life
   } catch (const Error& e) {
-    // Refused for good only when something else stands there (a symlink, a file): a full disk
-    // or a shortage of descriptors passes, and the next use tries again.
-    if (e.err() == ENOTDIR || e.err() == ELOOP || e.err() == EXDEV) {
+    // Refused for good only when something else stands there (a symlink, a file, a directory
+    // of another owner or mode): a full disk or a shortage of descriptors passes, and the next
+    // use tries again.
+    if (e.err() == ENOTDIR || e.err() == ELOOP || e.err() == EXDEV || e.err() == EACCES || e.err() == EPERM) {
       spdlog::warn("ssd tier: {}; entries under it are misses", e.what());
       refused_[i].store(true, std::memory_order_relaxed);
     }

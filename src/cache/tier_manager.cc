@@ -143,7 +143,14 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
               "cache: a read waited {:.3g} s for another reader's fetch of the same data; giving up (ETIMEDOUT)", secs);
         throw Error(ETIMEDOUT, "waited " + fmt::format("{:.3g}", secs) + " s for another reader's fill");
       }
-      return served(pending.get());  // rethrows the filler's error
+      try {
+        return served(pending.get());  // rethrows the filler's error
+      } catch (const Error& e) {
+        // EBUSY: the filler was work ahead that gave way on transform memory (Renderer), not an
+        // answer for this reader, whose own fill waits for what it needs.
+        if (e.err() != EBUSY) throw;
+      }
+      return get_or_fill(key, form, std::move(fill), admit, sample, join);
     }
     inflight_.emplace(key, promise.get_future().share());
     if (spent_.count(key)) admit = Admission::last();  // its last use came first

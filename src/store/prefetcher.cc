@@ -216,7 +216,7 @@ uint64_t Prefetcher::prefetch_variant(Sample s, uint32_t variant) {
       bump(counters_.refetched);
       s = store_.resolve(node);  // the slot as it is now: a re-plan may have moved the sample meanwhile
     }
-    if (!store_.inputs_at_hand(s)) got += store_.prefetch(s, Form::raw, false);
+    if (!store_.inputs_at_hand(s, variant)) got += store_.prefetch(s, Form::raw, false);
     const ResourceBudget::Hold slot = idle_slot_while(upcoming);
     if (slot.amount() == 0) break;
     const SampleStore::Early e = store_.prefetch_variant(s, variant, upcoming);

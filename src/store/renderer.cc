@@ -164,6 +164,11 @@ ChunkRef Renderer::decoded(const Sample& s, const FetchJpeg& jpeg, SlotUse slot)
   });
 }
 
+bool Renderer::renders_from_pixels(const Sample& s, uint32_t variant) const {
+  return !transform::decodes_at_dct_scale(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height),
+                                          transform::Rng::for_variant(cfg_.seed, s.path, variant), cfg_.fast);
+}
+
 ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& decoded, const FetchJpeg& jpeg,
                              SlotUse slot) {
   check_renderable(s);
@@ -173,7 +178,7 @@ ChunkRef Renderer::augmented(const Sample& s, uint32_t variant, const ChunkRef& 
   // Cheapest start first: decoded pixels at hand skip the JPEG decode entirely; unless the JPEG
   // path decodes this variant at a DCT scale, whose bytes the full-size pixels cannot give.
   if (decoded && decoded->size() == header + uint64_t(s.dims.width) * s.dims.height * 3 &&
-      !transform::decodes_at_dct_scale(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), rng, cfg_.fast)) {
+      renders_from_pixels(s, variant)) {
     const Memory memory = take_memory(s, RenderPath::augment_from_pixels, slot);
     return transform(s, counters_.augment_from_decoded_cpu_ns, slot, [&] {
       transform::check_sizes(cfg_.shapes.spec, int(s.dims.width), int(s.dims.height), cfg_.shapes.max_pixels);

@@ -243,9 +243,11 @@ ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant, SlotUs
 
 // In memory already: the decoded pixels, or every raw chunk (a render ahead never holds a cpu slot
 // while it waits for the source).
-bool SampleStore::inputs_at_hand(const Sample& s) {
+bool SampleStore::inputs_at_hand(const Sample& s, std::optional<uint32_t> variant) {
   auto held = [&](const CacheKey& k) { return cache_.contains(k) || (jobs_.staging && jobs_.staging->contains(k)); };
-  if (held(key(s, Form::decoded, 0, 0))) return true;
+  // Pixels serve a variant unless it is one the JPEG path decodes at a DCT scale.
+  const bool pixels_serve = !variant || renderer_.renders_from_pixels(s, *variant);
+  if (pixels_serve && held(key(s, Form::decoded, 0, 0))) return true;
   for (uint64_t i = 0; i < std::max<uint64_t>(1, chunks(s)); i++)
     if (!held(key(s, Form::raw, 0, i))) return false;
   return true;
@@ -333,7 +335,7 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   if (cache_.contains(k) || jobs_.staging->contains(k)) return {AheadOutcome::ready};
   if (room == EarlyRoom::ahead && !jobs_.staging->has_room_ahead(shapes().augmented_size(s.dims)))
     return {AheadOutcome::skipped};
-  if (!inputs_at_hand(s)) return {AheadOutcome::no_inputs};
+  if (!inputs_at_hand(s, variant)) return {AheadOutcome::no_inputs};
   std::optional<Prefetching> marked;  // a read of it meanwhile counts as a late prefetch
   if (room == EarlyRoom::prefetch) marked.emplace(*this, k);
   bool made = false;

@@ -794,6 +794,35 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
 
+// Work ahead whose render gives way on transform memory (EBUSY) fails its own flight only: a
+// reader that joined it fills for itself. It got the EBUSY, meant for the work ahead.
+TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  TierManager tm(cfg);
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  auto ahead = std::async(std::launch::async, [&] {
+    try {
+      tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
+        gate.wait();
+        throw Error(EBUSY, "transform memory in use; the work ahead gives way");
+      });
+      return 0;
+    } catch (const Error& e) {
+      return e.err();
+    }
+  });
+  while (load(tm.counters().fills) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto reader = std::async(std::launch::async, [&] {
+    return str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("the reader's"); }));
+  });
+  while (load(tm.counters().joined) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  go.set_value();
+  EXPECT_EQ(ahead.get(), EBUSY);
+  EXPECT_EQ(reader.get(), "the reader's");
+}
+
 // A request that comes once a fill has failed starts a fill of its own, even before the failed
 // fill's readers have their error: it used to join the dead flight and get an error from a fill
 // it never shared (the source may be back by then).

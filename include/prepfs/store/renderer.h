@@ -85,6 +85,9 @@ class Renderer {
   // fields): the seed, the spec, the fast paths, the output format and the transform version.
   // Part of every augmented cache key; decoded_pipeline_hash is the format and the version.
   uint64_t augmented_pipeline_hash() const { return augmented_hash_; }
+  // Whether cached pixels can give this variant's bytes: not when the JPEG path decodes it at a
+  // DCT scale (augmented() then takes the JPEG even with pixels at hand).
+  bool renders_from_pixels(const Sample& s, uint32_t variant) const;
   uint64_t decoded_pipeline_hash() const { return decoded_hash_; }
 
  private:

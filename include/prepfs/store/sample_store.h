@@ -90,7 +90,7 @@ class SampleStore {
   };
   Early prefetch_variant(const Sample& s, uint32_t variant, const std::function<bool()>& upcoming);
   // Whether the decoded pixels or every raw chunk of s are in memory (a tier or the staging).
-  bool inputs_at_hand(const Sample& s);
+  bool inputs_at_hand(const Sample& s, std::optional<uint32_t> variant = std::nullopt);
   // Reads the header of a file whose dimensions are not known yet (the HeaderProber's work): its
   // first chunk, which is then kept where the placement says, or staged for the read that
   // usually follows. Records the dimensions in the index.
