@@ -120,6 +120,14 @@ void SsdDir::for_each_file(const std::function<void(const std::string&, const st
     int dir = fanout_fd(fanout, false);
     if (dir < 0) continue;  // a symlink or a foreign directory: refused, logged
     for (const std::string& name : list_names(dir)) {
+      // An entry's name in another key's fan-out directory is no entry of ours (a stray copy):
+      // removed here, where it is. Reported, it was taken for the key's own file, whose removal
+      // as junk then hit the good file in the right directory.
+      const std::optional<EntryName> entry = parse_entry_name(name);
+      if (entry && fanout_name(entry->key) != fanout) {
+        ::unlinkat(dir, name.c_str(), 0);
+        continue;
+      }
       struct stat st;
       if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) fn(name, st);
     }

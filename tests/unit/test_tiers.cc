@@ -183,6 +183,34 @@ TEST(SsdTier, AnEntryWhoseFileGrewIsRefusedWithoutReadingIt) {
   EXPECT_EQ(load(c.corrupt), 1u);
 }
 
+// A short stray copy of an entry in another fan-out directory: the restart removes the stray and
+// keeps the entry. The stray was taken for the key's own file, and its removal as junk went to
+// the key's directory: the good file went, the stray stayed.
+TEST(SsdTier, AStrayInAnotherFanOutDirectoryLeavesTheEntryAlone) {
+  test::TempDir dir;
+  TierCounters c;
+  std::string good, stray;
+  {
+    SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c);
+    ssd.put_async(key_for("x"), chunk_of(test::pattern(5000, 4)), Form::raw);
+    ssd.flush();
+    good = ssd.path_of(key_for("x"), Form::raw);
+    const std::filesystem::path p(good);
+    const std::string other = p.parent_path().filename() == "00" ? "01" : "00";
+    std::filesystem::create_directories(p.parent_path().parent_path() / other);
+    ::chmod((p.parent_path().parent_path() / other).c_str(), 0700);
+    stray = (p.parent_path().parent_path() / other / p.filename()).string();
+    std::ofstream(stray, std::ios::binary) << "short";
+  }
+  TierCounters c2;
+  SsdTier again(dir.path(), 1 << 20, make_policy("lru"), c2);
+  EXPECT_TRUE(std::filesystem::exists(good));
+  EXPECT_FALSE(std::filesystem::exists(stray));
+  const ChunkRef got = again.get(key_for("x"));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(str(got), test::pattern(5000, 4));
+}
+
 TEST(SsdTier, EntryUnderAnotherKeyIsNotServed) {
   test::TempDir dir;
   TierCounters c;

@@ -38,7 +38,8 @@ class SsdDir {
   void unlink_entry(const CacheKey& key, const std::string& name);
 
   // Every file in the fan-out directories, with its lstat (symlinked fan-out directories are
-  // refused and skipped, with a warning).
+  // refused and skipped, with a warning). An entry name in another key's fan-out directory is
+  // unlinked instead of reported.
   void for_each_file(const std::function<void(const std::string& name, const struct stat& st)>& fn);
   // Bytes available to the daemon on the directory's filesystem.
   uint64_t free_bytes() const;
