@@ -41,6 +41,10 @@ std::string home_directory() {
   return found->pw_dir;
 }
 
+uint64_t physical_memory_bytes() {
+  return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+}
+
 int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();

@@ -16,6 +16,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/cpu_times.h"
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 #include "prepfs/common/private_dir.h"
 #include "prepfs/common/size.h"
 #include "prepfs/core/augmented_fs.h"
@@ -131,7 +132,7 @@ CpuAutoscalerConfig autoscaler_config(const Options& o, unsigned cores) {
 // at least 512 MiB, at most a quarter of the machine's memory.
 uint64_t transform_mem(const Options& o, unsigned cores) {
   if (o.transform_mem) return o.transform_mem;
-  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t physical = physical_memory_bytes();
   const uint64_t by_cores = std::max<uint64_t>(512ull << 20, uint64_t(cores) * (128ull << 20));
   return std::max<uint64_t>(64ull << 20, std::min(by_cores, physical / 4));
 }

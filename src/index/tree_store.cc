@@ -95,8 +95,7 @@ std::optional<std::string> read_index_file(const std::string& path) {
     why = "its size is not the one its header gives";
     // A header can be written to match any size: past half the machine's memory (an index is
     // about 100 bytes a file, so hundreds of millions of files) it is not read, a rescan is.
-    const uint64_t physical = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
-    if (ok && uint64_t(st.st_size) > physical / 2) {
+    if (ok && uint64_t(st.st_size) > physical_memory_bytes() / 2) {
       ok = false;
       why = "it is larger than half of this machine's memory";
     }

@@ -1,4 +1,4 @@
-// Small file-system and clock helpers shared by the layers.
+// Small file-system, machine and clock helpers shared by the layers.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ int sync_parent_dir(const std::string& path);
 // $HOME, or else the home directory of the effective user's password entry ("" if none): a
 // system service runs without HOME, and its user's files (~/.aws/credentials) are still there.
 std::string home_directory();
+
+// The machine's physical memory in bytes.
+uint64_t physical_memory_bytes();
 
 // Wall-clock time in nanoseconds since the epoch (for synthesised mtimes).
 int64_t wall_clock_ns();
