@@ -13,6 +13,7 @@
 #include "prepfs/common/fs_util.h"
 #include "prepfs/index/image_probe.h"
 #include "prepfs/index/index_format.h"
+#include "prepfs/io/uring.h"
 
 namespace prepfs {
 namespace {
@@ -30,15 +31,11 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   if (fd < 0) throw_errno(errno, "write index " + tmp);
   // On disk before the rename, so that a crash leaves the old index or the new one, never a
   // renamed file with no data (the checksum would refuse it, at the cost of a rescan).
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      throw_errno(err, "write index " + tmp);
-    }
-    done += static_cast<size_t>(n);
+  try {
+    io::pwrite_full(fd, bytes.data(), bytes.size(), 0);
+  } catch (const Error& e) {
+    ::close(fd);
+    throw_errno(e.err(), "write index " + tmp);
   }
   if (::fsync(fd) != 0) {
     const int err = errno;
