@@ -145,10 +145,8 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
       }
       try {
         return served(pending.get());  // rethrows the filler's error
-      } catch (const Error& e) {
-        // EBUSY: the filler was work ahead that gave way on transform memory (Renderer), not an
-        // answer for this reader, whose own fill waits for what it needs.
-        if (e.err() != EBUSY) throw;
+      } catch (const FillWithdrawn&) {
+        // Not an answer for this reader, whose own fill waits for what it needs.
       }
       return get_or_fill(key, form, std::move(fill), admit, sample, join);
     }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "prepfs/cache/fill_withdrawn.h"
 #include "prepfs/common/error.h"
 #include "prepfs/common/log_limiter.h"
 #include "prepfs/transform/error.h"
@@ -97,7 +98,7 @@ Renderer::Memory Renderer::take_memory(const Sample& s, RenderPath path, SlotUse
   // the work ahead to wait for memory while holding the slot, a reader holding the memory would
   // wait for that slot: both until the wait ends. Work ahead gives way instead.
   if (took == ResourceBudget::Take::timed_out && slot == SlotUse::held)
-    throw Error(EBUSY, s.path + ": transform memory in use; the work ahead gives way");
+    throw FillWithdrawn(s.path + ": transform memory in use; the work ahead gives way");
   if (took == ResourceBudget::Take::timed_out) {
     bump(counters_.memory_waits);
     took = memory_.take(need.total(), cfg_.wait);

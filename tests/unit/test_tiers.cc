@@ -822,7 +822,7 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
 
-// Work ahead whose render gives way on transform memory (EBUSY) fails its own flight only: a
+// Work ahead whose render gives way on transform memory (FillWithdrawn) fails its own flight only: a
 // reader that joined it fills for itself. It got the EBUSY, meant for the work ahead.
 TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
   test::TempDir dir;
@@ -834,7 +834,7 @@ TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
     try {
       tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
         gate.wait();
-        throw Error(EBUSY, "transform memory in use; the work ahead gives way");
+        throw FillWithdrawn("transform memory in use; the work ahead gives way");
       });
       return 0;
     } catch (const Error& e) {
@@ -849,6 +849,41 @@ TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
   go.set_value();
   EXPECT_EQ(ahead.get(), EBUSY);
   EXPECT_EQ(reader.get(), "the reader's");
+}
+
+// Only a withdrawal sends a joined reader to fill for itself: any other error, EBUSY included, is
+// the fill's answer and reaches the readers that joined it. The join used to tell the two apart by
+// the errno alone.
+TEST(TierManager, AJoinedFillThatFailsWithEbusyGivesTheReaderItsError) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  TierManager tm(cfg);
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  auto first = std::async(std::launch::async, [&] {
+    try {
+      tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
+        gate.wait();
+        throw Error(EBUSY, "the source is busy");
+      });
+      return 0;
+    } catch (const Error& e) {
+      return e.err();
+    }
+  });
+  while (load(tm.counters().fills) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto reader = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      return str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("the reader's"); }));
+    } catch (const Error& e) {
+      return e.what();
+    }
+  });
+  while (load(tm.counters().joined) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  go.set_value();
+  EXPECT_EQ(first.get(), EBUSY);
+  EXPECT_EQ(reader.get(), "the source is busy");
+  EXPECT_EQ(load(tm.counters().fills), 1u);
 }
 
 // A request that comes once a fill has failed starts a fill of its own, even before the failed

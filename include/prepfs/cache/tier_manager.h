@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "prepfs/cache/chunk.h"
+#include "prepfs/cache/fill_withdrawn.h"
 #include "prepfs/cache/key.h"
 #include "prepfs/cache/ram_tier.h"
 #include "prepfs/cache/sample_residency.h"
