@@ -92,7 +92,8 @@ class Renderer {
 
  private:
   // What a render may use at its peak, taken from transform_mem (refused when it cannot fit).
-  // A reader waits for it; work ahead (slot held) does not: FillWithdrawn (EBUSY) when it is not free at once.
+  // A reader waits for it; work ahead (slot held) does not: FillWithdrawn (EBUSY) when it is not
+  // free at once.
   struct Memory {
     ResourceBudget::Hold hold;
     uint64_t libjpeg = 0;  // libjpeg's cap
