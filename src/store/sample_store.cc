@@ -60,9 +60,9 @@ Admission SampleStore::admit(const Sample& s, Form form) const {
 }
 
 template <class Make>
-ChunkRef SampleStore::staged_or(const CacheKey& key, Make&& make) {
+ChunkRef SampleStore::staged_or(const CacheKey& key, TakenBy by, Make&& make) {
   if (jobs_.staging) {
-    if (ChunkRef c = jobs_.staging->take(key)) return c;  // counted there (a prefetch hit, a render ahead used)
+    if (ChunkRef c = jobs_.staging->take(key, by)) return c;  // counted there (a prefetch hit, a render ahead used)
   }
   return make();
 }
@@ -101,16 +101,19 @@ ChunkRef SampleStore::fetch_chunk(const Sample& s, uint64_t index) {
   return fresh;
 }
 
-ChunkRef SampleStore::raw(const Sample& s, uint64_t index) {
+// Work in a held cpu slot is work ahead: what it takes from the staging is an input.
+static TakenBy taken_by(SlotUse slot) { return slot == SlotUse::held ? TakenBy::work_ahead : TakenBy::read; }
+
+ChunkRef SampleStore::raw(const Sample& s, uint64_t index, TakenBy by) {
   if (index * cfg_.chunk_size >= s.version.size && !(index == 0 && s.version.size == 0))
     throw Error(EINVAL, "chunk " + std::to_string(index) + " is past the end of " + s.path);
   const size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.chunk_size, s.version.size - index * cfg_.chunk_size));
   const CacheKey k = key(s, Form::raw, 0, index);
-  note_if_late(k);
+  if (by == TakenBy::read) note_if_late(k);
   const Admission where = admit(s, Form::raw);
   ChunkRef c = cache_.get_or_fill(
-      k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, index); }); }, where, s.node);
-  unstage(k, where);
+      k, Form::raw, [&] { return staged_or(k, by, [&] { return fetch_chunk(s, index); }); }, where, s.node);
+  unstage(k, where, by);
   if (c->size() != len) throw Error(EIO, "cached chunk of " + s.path + " has the wrong size");
   if (index == 0 && !s.dims.known()) note_head(s, c);
   return c;
@@ -128,7 +131,9 @@ void SampleStore::probe_head(const Sample& s) {
   if (s.version.size > 0)
     c = cache_.get_or_fill(
         // Among the recent fills at once: a read racing this probe finds it there, not at the source.
-        k, Form::raw, [&] { return staged_or(k, [&] { return fetch_chunk(s, 0); }); }, Admission::none(), s.node);
+        // The staged chunk is taken as an input: it is staged again below for the read.
+        k, Form::raw, [&] { return staged_or(k, TakenBy::work_ahead, [&] { return fetch_chunk(s, 0); }); },
+        Admission::none(), s.node);
   std::optional<ImageDims> d;
   if (c) d = dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
   if (!d) d = s.version.size == 0 ? ImageDims{} : probe_image(source_, s.path, s.version);  // header past chunk 0
@@ -154,17 +159,17 @@ std::optional<ImageDims> SampleStore::dims_from_shared(const Sample& s) {
 // The JPEG of a render: raw chunks from the tiers where cached, else from the source, kept only
 // where the placement puts this sample's raw form (what to cache is the partition's decision,
 // not a side effect of rendering).
-JpegBytes SampleStore::jpeg(const Sample& s) {
+JpegBytes SampleStore::jpeg(const Sample& s, TakenBy by) {
   JpegBytes out;
   const uint64_t n = chunks(s);
   if (n == 1) {
-    out.hold = raw(s, 0);
+    out.hold = raw(s, 0, by);
     out.bytes = {reinterpret_cast<const uint8_t*>(out.hold->data()), out.hold->size()};
     return out;
   }
   out.owned.resize(s.version.size);
   for (uint64_t i = 0; i < n; i++) {
-    ChunkRef c = raw(s, i);
+    ChunkRef c = raw(s, i, by);
     std::memcpy(out.owned.data() + i * cfg_.chunk_size, c->data(), c->size());
   }
   out.bytes = out.owned;
@@ -198,20 +203,20 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   ChunkRef c = cache_.get_or_fill(
       k, Form::decoded,
       [&] {
-        return staged_or(k, [&] {
+        return staged_or(k, taken_by(slot), [&] {
           return renderer_.decoded(
-              s, [&] { return jpeg(s); }, slot);
+              s, [&] { return jpeg(s, taken_by(slot)); }, slot);
         });
       },
       where, s.node, slot == SlotUse::held ? Join::never : Join::wait);
-  if (c) unstage(k, where);
+  if (c) unstage(k, where, taken_by(slot));
   return c;
 }
 
 // A prefetch the SSD is to keep is staged as well (its write may be refused, and reads miss until
 // it lands): a read served from the SSD drops the staged copy, counted as the prefetch's hit.
-void SampleStore::unstage(const CacheKey& k, const Admission& where) {
-  if (where.ssd && jobs_.staging) jobs_.staging->take(k);
+void SampleStore::unstage(const CacheKey& k, const Admission& where, TakenBy by) {
+  if (where.ssd && jobs_.staging) jobs_.staging->take(k, by);
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
@@ -224,7 +229,8 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
   const CacheKey k = key(s, Form::augmented, variant, 0);
   note_if_late(k);
   return cache_.get_or_fill(
-      k, Form::augmented, [&] { return staged_or(k, [&] { return render_augmented(s, variant); }); }, admission,
+      k, Form::augmented, [&] { return staged_or(k, TakenBy::read, [&] { return render_augmented(s, variant); }); },
+      admission,
       s.node);
 }
 
@@ -234,11 +240,11 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
 ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant, SlotUse slot) {
   const CacheKey dk = key(s, Form::decoded, 0, 0);
   ChunkRef dec = cache_.lookup(dk);
-  if (!dec && jobs_.staging) dec = jobs_.staging->take(dk);
+  if (!dec && jobs_.staging) dec = jobs_.staging->take(dk, taken_by(slot));
   // Shared pixels count as at hand too: the cluster then decodes each image once.
   if (!dec && (admit(s, Form::decoded).any() || cache_.shares(Form::decoded))) dec = decoded(s, slot);
   return renderer_.augmented(
-      s, variant, dec, [&] { return jpeg(s); }, slot);
+      s, variant, dec, [&] { return jpeg(s, taken_by(slot)); }, slot);
 }
 
 // In memory already: the decoded pixels, or every raw chunk (a render ahead never holds a cpu slot
@@ -311,7 +317,9 @@ uint64_t SampleStore::prefetch(const Sample& s, Form form, bool may_transform) {
   if (!s.is_sample && form != Form::raw) return 0;
   if (form == Form::decoded && may_transform) {
     const CacheKey k = key(s, Form::decoded, 0, 0);
-    return prefetch_entry(s, k, Form::decoded, [&] { return renderer_.decoded(s, [&] { return jpeg(s); }); });
+    // Its raw chunks, staged by an earlier prefetch of this sample, are its inputs.
+    return prefetch_entry(s, k, Form::decoded,
+                          [&] { return renderer_.decoded(s, [&] { return jpeg(s, TakenBy::work_ahead); }); });
   }
   // Raw (or a decode without a free CPU slot, or the inputs of a variant): the bytes the read will
   // start from.

@@ -49,11 +49,11 @@ bool Staging::put_ahead(const CacheKey& key, ChunkRef chunk, uint32_t sample) {
   return true;
 }
 
-ChunkRef Staging::take(const CacheKey& key) {
+ChunkRef Staging::take(const CacheKey& key, TakenBy by) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
-  bump(it->second.by == StagedBy::prefetch ? prefetch_.hits : ahead_.used);
+  if (by == TakenBy::read) bump(it->second.by == StagedBy::prefetch ? prefetch_.hits : ahead_.used);
   ChunkRef c = it->second.chunk;
   drop_locked(it);
   return c;

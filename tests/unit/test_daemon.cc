@@ -400,6 +400,40 @@ TEST(Daemon, APublishedOrdersVariantsAreRenderedAheadAndEachOpenGetsItsOwn) {
   }
 }
 
+// A variant the prefetcher renders from raw bytes it staged is a prefetch hit when its open takes
+// it, once: the render taking the staged bytes is no read. It counted as a hit, so an order whose
+// variants were rendered and never opened showed a hit per file.
+TEST(Daemon, APrefetchedVariantCountsOneHitWhenItsOpenTakesItNotWhenItsRenderTakesItsInputs) {
+  // Nothing cached: every input the prefetcher fetches is staged.
+  Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,ssd=0,partition=fixed:0/0/0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  std::vector<std::string> ppms;
+  std::vector<Sample> samples;
+  std::string order = "job t\n";
+  for (const auto& [path, jpeg] : rig.images) {
+    ppms.push_back(path.substr(0, path.size() - 4) + ".ppm");
+    order += "augmented/" + ppms.back() + "\n";
+    samples.push_back(d.store().resolve(uint32_t(walk(d.augmented_fs(), 1, ppms.back()) - 1)));
+  }
+  const uint64_t ino = walk(d.control_fs(), 1, "order");
+  OpenReply w = d.control_fs().open(ino, O_WRONLY);
+  d.control_fs().write(ino, w.fh, 0, order);
+  d.control_fs().release(ino, w.fh);
+  auto all_ready = [&] {
+    for (const Sample& s : samples)
+      if (!d.store().ready(s, Form::augmented, 0)) return false;
+    return true;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!all_ready() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(all_ready()) << d.stats_json();
+  EXPECT_EQ(load(d.prefetch_counters().hits), 0u) << "the renders' own inputs counted as hits" << d.stats_json();
+  for (const std::string& ppm : ppms) read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppm));
+  EXPECT_EQ(load(d.prefetch_counters().hits), ppms.size()) << d.stats_json();
+}
+
 // A file listed several times in one order (sampling with replacement, importance sampling) gets
 // each of its opens' variants rendered ahead, not just the next one, and each open still gets the
 // variant (seed, path, k) defines.

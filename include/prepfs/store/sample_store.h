@@ -58,8 +58,9 @@ class SampleStore {
 
   Sample resolve(uint32_t node) const;
 
-  // Chunk `index` of the raw bytes (the last chunk may be shorter).
-  ChunkRef raw(const Sample& s, uint64_t index);
+  // Chunk `index` of the raw bytes (the last chunk may be shorter). `by`: work ahead reads its
+  // inputs uncounted (see TakenBy).
+  ChunkRef raw(const Sample& s, uint64_t index, TakenBy by = TakenBy::read);
   // The decoded file: header + pixels (EIO for a file that is not a sample). With a held slot,
   // null while another caller decodes it (that decode may be waiting for the held slot).
   ChunkRef decoded(const Sample& s, SlotUse slot = SlotUse::take);
@@ -122,11 +123,11 @@ class SampleStore {
   Sample probed(const Sample& s, bool same_version);  // s with its header read (see the .cc)
   CacheKey key(const Sample& s, Form form, uint32_t variant, uint64_t chunk) const;
   ChunkRef fetch_chunk(const Sample& s, uint64_t index);  // from the source, checked
-  JpegBytes jpeg(const Sample& s);
+  JpegBytes jpeg(const Sample& s, TakenBy by);
   ChunkRef render_augmented(const Sample& s, uint32_t variant, SlotUse slot = SlotUse::take);
   void note_head(const Sample& s, const ChunkRef& first_chunk);  // records dims when they were unknown
   Admission admit(const Sample& s, Form form) const;
-  void unstage(const CacheKey& key, const Admission& where);             // admission(), or the policy's membership
+  void unstage(const CacheKey& key, const Admission& where, TakenBy by);             // admission(), or the policy's membership
   // A variant rendered before its open and staged: prefetch_variant (a published order; the
   // prefetch window's room, a read meanwhile counts as late) and render_ahead (no order; the
   // staging's room for renders ahead) differ only in whose room they take.
@@ -135,7 +136,7 @@ class SampleStore {
   bool variant_beside_pixels(const Slot& slot, Form form) const;  // Placer::variant_beside_pixels
   // A fill: a staged entry when the prefetcher made one, else make().
   template <class Make>
-  ChunkRef staged_or(const CacheKey& key, Make&& make);
+  ChunkRef staged_or(const CacheKey& key, TakenBy by, Make&& make);
   void note_if_late(const CacheKey& key);
   // Stages c under key (put_ahead: within the room for work ahead) unless s's file changed since s
   // was resolved. False when it is not staged.

@@ -23,6 +23,10 @@
 namespace prepfs {
 
 enum class StagedBy : uint8_t { prefetch, render_ahead };
+// Who takes a staged entry: a read (counted as the prefetch's hit or the render ahead's use), or
+// work ahead using it as an input (the raw JPEG of a variant it renders): not counted, since the
+// entry it makes is, when a read takes that.
+enum class TakenBy : uint8_t { read, work_ahead };
 
 class Staging {
  public:
@@ -41,8 +45,9 @@ class Staging {
   bool put_ahead(const CacheKey& key, ChunkRef chunk, uint32_t sample);
   // Whether put_ahead of that many bytes would succeed now (checked before rendering).
   bool has_room_ahead(uint64_t bytes) const;
-  // The entry, removed (null when not staged). Counts a prefetch hit or a render ahead used.
-  ChunkRef take(const CacheKey& key);
+  // The entry, removed (null when not staged). A read's take counts a prefetch hit or a render
+  // ahead used.
+  ChunkRef take(const CacheKey& key, TakenBy by = TakenBy::read);
   // Drops an entry nobody will take (a variant whose open passed): wasted.
   void drop(const CacheKey& key);
   bool contains(const CacheKey& key) const;
