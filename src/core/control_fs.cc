@@ -32,8 +32,10 @@ const ControlFs::File& ControlFs::writable(uint64_t ino) const {
 }
 
 uint32_t ControlFs::mode_of(const File& f) {
-  // Writable command files belong to the daemon's owner; readable files to anyone who can see them.
-  return S_IFREG | (f.render ? 0444 : 0) | (f.write || f.session ? 0200 : 0);
+  // Writable command files belong to the daemon's owner, unless any job may write them; readable
+  // files to anyone who can see them.
+  const uint32_t write = !(f.write || f.session) ? 0 : f.anyone_writes ? 0222 : 0200;
+  return S_IFREG | (f.render ? 0444 : 0) | write;
 }
 
 Attr ControlFs::getattr(uint64_t ino) {

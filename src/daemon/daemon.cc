@@ -457,9 +457,11 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
          return open_order_session(*p.knowledge, *p.view_paths, [&p] {
            if (p.prefetcher) p.prefetcher->wake();
          });
-       }},
+       },
+       true, /*anyone_writes=*/true},
       {"importance", nullptr, nullptr,
-       [&p] { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }},
+       [&p] { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }, true,
+       /*anyone_writes=*/true},
   });
 
   p.profiler->on_tick([&p] {

@@ -434,6 +434,20 @@ TEST(Daemon, APrefetchedVariantCountsOneHitWhenItsOpenTakesItNotWhenItsRenderTak
   EXPECT_EQ(load(d.prefetch_counters().hits), ppms.size()) << d.stats_json();
 }
 
+// A job publishes its order and its losses whoever runs it: under a mount a root service made with
+// allow_other, jobs run as ordinary users, and a mode of 0200 refused them (EACCES), so they got no
+// prefetching and no importance. Evicting stays the mounting user's.
+TEST(Daemon, AnyJobMayPublishItsOrderAndLossesButOnlyTheOwnerEvicts) {
+  Rig rig("probe=mount");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  Filesystem& control = d.control_fs();
+  EXPECT_EQ(control.getattr(walk(control, 1, "order")).mode, S_IFREG | 0222u);
+  EXPECT_EQ(control.getattr(walk(control, 1, "importance")).mode, S_IFREG | 0222u);
+  EXPECT_EQ(control.getattr(walk(control, 1, "evict")).mode, S_IFREG | 0200u);
+  EXPECT_EQ(control.getattr(walk(control, 1, "stats")).mode, S_IFREG | 0444u);
+}
+
 // A file listed several times in one order (sampling with replacement, importance sampling) gets
 // each of its opens' variants rendered ahead, not just the next one, and each open still gets the
 // variant (seed, path, k) defines.

@@ -41,6 +41,10 @@ class ControlFs final : public Filesystem {
     // Its size is shown (each stat renders it). Off for a file that is slow to render: it shows
     // size 0, as /proc files do, and its readers read to the end (the handles are direct_io).
     bool sized = true;
+    // Writable by every user who can reach the mount (mode 0222), not only by the one who
+    // mounted (0200): a job's own knowledge (its order, its losses). Jobs run as ordinary users
+    // under a mount a service made as root with allow_other.
+    bool anyone_writes = false;
   };
   explicit ControlFs(std::vector<File> files);
 
