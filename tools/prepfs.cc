@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other parse error is a usage error, status 2 as
+    // documented (CLI11's own codes are 100 and up), which the service unit does not restart on.
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   try {
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
       throw prepfs::Error(EINVAL, "SOURCE and MOUNTPOINT are required (see prepfs --help)");
     // A usage error now, not after the scan and the mount (the server is made once they are).
     if (!opts.metrics_addr.empty()) prepfs::MetricsHttpServer::check(opts.metrics_addr);
+    prepfs::Daemon::check_options(opts);  // augment=: its spec is parsed by the transform layer
     prepfs::init_logging(opts.log_level);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prepfs: %s\n", e.what());

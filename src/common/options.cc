@@ -74,7 +74,8 @@ const std::vector<OptionDoc>& option_docs() {
   static const std::vector<OptionDoc> docs = {
       {"ram", "SIZE", "RAM tier budget (default 1G; 0 disables the RAM tier)"},
       {"ssd", "SIZE", "SSD tier budget (default 10G; 0 disables the SSD tier)"},
-      {"ssd_dir", "DIR", "where the SSD tier and the metadata index live (default /var/cache/prepfs)"},
+      {"ssd_dir", "DIR", "where the SSD tier and the metadata index live (default /var/cache/prepfs as root, else "
+       "$XDG_CACHE_HOME/prepfs or ~/.cache/prepfs)"},
       {"eviction", "POLICY",
        "eviction policy of both tiers: auto (default: lru, and belady while a job has published its order), lru, "
        "lfu, random, none, belady, importance"},
@@ -85,7 +86,7 @@ const std::vector<OptionDoc>& option_docs() {
        "a job whose reads stop this long holds no prefetch window until it reads again (default 30; never)"},
       {"probe", "WHEN",
        "lazy (default: read image headers while serving) or mount (read them all before the mount answers)"},
-      {"metadata_ttl", "SECONDS", "revalidate a file's size and mtime after this long (default never)"},
+      {"metadata_ttl", "SECONDS", "revalidate a file's version (size, mtime, device, inode, ctime) after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
       {"partition", "PLAN",
@@ -122,7 +123,8 @@ const std::vector<OptionDoc>& option_docs() {
        "auto (default: the plan decides) or raw, decoded, raw/decoded: the forms kept in the shared tier"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
-      {"s3_path_style", "BOOL", "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint"},
+      {"s3_path_style", "BOOL",
+       "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint or a bucket name with dots"},
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
       {"s3_retry_time", "SECONDS", "how long a failing S3 request is retried before EIO (default 20)"},

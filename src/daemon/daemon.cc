@@ -328,6 +328,8 @@ struct Daemon::Parts {
   }
 };
 
+void Daemon::check_options(const Options& opts) { shapes_from(opts); }
+
 Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   Parts& p = *p_;
   p.opts = opts;

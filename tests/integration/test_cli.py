@@ -176,3 +176,30 @@ def test_a_dead_mount_that_is_not_prepfs_is_left_to_the_user(dirs):
         assert is_mounted(str(dirs / "mnt")), "someone else's dead mount was detached"
     finally:
         slow.stop()
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--bogus"], ["bogus"]),  # CLI11 gave 109
+        (["extra-argument"], ["extra-argument"]),
+        (["-o"], ["-o"]),  # CLI11 gave 114
+        (["-o", "augment=rrc(224"], ["augment"]),  # was found by the daemon, after the checks: 1
+    ],
+)
+def test_every_usage_error_exits_2_before_the_source_is_touched(dirs, args, words):
+    # Status 2 is documented for usage errors, and the service unit does not restart on it
+    # (RestartPreventExitStatus=2): a typo must not scan the source five times.
+    res = run(dirs / "src", dirs / "mnt", "-f", *args, "-o", f"ssd_dir={dirs}/ssd")
+    assert res.returncode == 2, res.stderr
+    for w in words:
+        assert w in res.stderr, res.stderr
+    assert not is_mounted(str(dirs / "mnt"))
+    assert not (dirs / "ssd").exists(), "the source was scanned"
+
+
+def test_help_and_version_exit_0():
+    for flag in ("--help", "--version"):
+        res = run(flag)
+        assert res.returncode == 0, (flag, res.stderr)
+        assert "prepfs" in res.stdout

@@ -32,6 +32,9 @@ class Daemon {
   // Validates everything the user gave (each problem becomes one clear Error) and builds every
   // part; the profiler starts ticking. Does not mount anything.
   explicit Daemon(const Options& opts);
+  // The option checks the constructor makes before it touches anything (a bad augment= spec):
+  // Error(EINVAL) with the reason. For the command line, to report usage errors as such.
+  static void check_options(const Options& opts);
   ~Daemon();  // stops background work and lands queued SSD writes
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
