@@ -185,10 +185,18 @@ TEST(Daemon, ARestartWithAnotherSeedServesItsOwnVariantsNotTheCachedOnes) {
   {
     Daemon d(rig.opts);
     EXPECT_EQ(read_file(d.augmented_fs(), walk(d.augmented_fs(), 1, ppm)), variant0(7));
-  }  // the destructor lands the queued SSD write
+    ASSERT_TRUE(d.cache().flush());
+    ASSERT_GT(d.cache().stats(Tier::ssd).bytes_of(Form::augmented), 0u) << "nothing for the restart to find";
+  }
+  {  // The premise: a restart with the same seed serves the kept variant from the SSD.
+    Daemon same(rig.opts);
+    EXPECT_EQ(read_file(same.augmented_fs(), walk(same.augmented_fs(), 1, ppm)), variant0(7));
+    ASSERT_EQ(load(same.cache().counters().ssd.hits), 1u) << "the kept variant was not found again";
+  }
   rig.opts.seed = 8;
   Daemon again(rig.opts);
   EXPECT_EQ(read_file(again.augmented_fs(), walk(again.augmented_fs(), 1, ppm)), variant0(8));
+  EXPECT_EQ(load(again.cache().counters().ssd.hits), 0u);
 }
 
 // Files that are not samples are admitted as read, and the plan leaves room for their bytes. A
