@@ -87,7 +87,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"probe", "WHEN",
        "lazy (default: read image headers while serving) or mount (read them all before the mount answers)"},
       {"metadata_ttl", "SECONDS", "revalidate a file's version (size, mtime, device, inode, ctime) after this long (default never)"},
-      {"threads", "N", "maximum FUSE worker threads (default 64)"},
+      {"threads", "N", "maximum FUSE worker threads of the main and augmented/ sessions, each (default 64)"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
       {"partition", "PLAN",
        "auto (default: the model plans and re-plans) or fixed:RAW/DEC/AUG[/RAW/DEC/AUG]: percent of each tier (RAM, "
@@ -103,7 +103,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"max_input", "SIZE", "refuse image files larger than this in decoded/ and augmented/ with EIO (default 128M)"},
       {"transform_mem", "SIZE",
        "memory all decodes and augments in progress may use together (default 128M per cpu core, at least 512M, at "
-       "most a quarter of the RAM)"},
+       "most a quarter of the RAM, never below 64M)"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"aug_page_cache", "BOOL",
@@ -122,7 +122,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"shared_forms", "FORMS",
        "auto (default: the plan decides) or raw, decoded, raw/decoded: the forms kept in the shared tier"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
-      {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else us-east-1)"},
+      {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1)"},
       {"s3_path_style", "BOOL",
        "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint or a bucket name with dots"},
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
