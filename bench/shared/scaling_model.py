@@ -98,7 +98,8 @@ def main():
          "node_nic_bw": 1e30, "c_dec": c_dec, "c_shared": c_shared, "c_local": 0.0}
     print(f"inputs: c_dec {c_dec * 1e3:.2f} ms (1 daemon, no shared tier), c_shared {c_shared * 1e3:.2f} ms "
           f"(3 daemons sharing, less 1) per image")
-    print("| daemons | shared | predicted source datasets | measured | predicted epoch s | binds | measured epoch s |")
+    print("| daemons | shared | predicted source datasets | measured | predicted epoch s | binds "
+          "| measured epoch s (median over rounds of each round's slowest daemon) |")
     print("|---:|---|---:|---:|---:|---|---:|")
     for n in (1, 2, 3):
         for shared in (False, True):

@@ -159,7 +159,7 @@ def write_md(info, results, path):
          f"once ({info['readers_per_daemon']} reader threads), all daemons at once; ram=64M, ssd=0 per daemon",
          f"- source: prepfs-slowfs `{info['slowfs']}`, one for the cluster; shared: two memcached servers (-m 1024 -I 2m) on loopback, shared_forms=raw/decoded",
          "- medians over rounds (min–max); cases interleaved within each round", "",
-         "| daemons | shared tier | cluster source bytes per epoch (datasets) | epoch s per daemon | decodes in the cluster | daemon CPU s (cluster) | shared hits | load (1 min) |",
+         "| daemons | shared tier | cluster source bytes per epoch (datasets) | epoch s per daemon (median over every daemon of every round) | decodes in the cluster | daemon CPU s (cluster) | shared hits | load (1 min) |",
          "|---|---|---|---|---|---|---|---|"]
     for name, rs in results.items():
         n, mode = name.split("-")
