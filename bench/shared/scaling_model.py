@@ -5,6 +5,7 @@ inputs; --bench checks it against bench/shared's measurements on this machine.
 
     /usr/bin/python3 bench/shared/scaling_model.py            # the 1..64-node table of SCALING.md
     /usr/bin/python3 bench/shared/scaling_model.py --bench    # predicted vs measured, bench/shared
+    /usr/bin/python3 bench/shared/scaling_model.py --bench --json DIR/shared.json   # another run's
 """
 import argparse
 import json
@@ -75,15 +76,23 @@ CLUSTER = {
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench", action="store_true", help="compare with bench/shared/results/shared.json")
+    ap.add_argument("--bench", action="store_true", help="compare the model with a shared_bench.py run")
+    ap.add_argument("--json", help="that run's shared.json (default: bench/shared/results/shared.json); "
+                    "implies --bench")
     a = ap.parse_args()
+    if a.json:
+        a.bench = True
+    else:
+        a.json = os.path.join(HERE, "results", "shared.json")
     if not a.bench:
         print("| pattern | nodes | epoch s, no shared tier | binds | source GB/epoch | epoch s, shared tier | binds | source GB/epoch |")
         print("|---|---:|---:|---|---:|---:|---|---:|")
         for pat, n, t0, b0, e0, t1, b1, e1 in table(CLUSTER):
             print(f"| {pat} | {n} | {t0:,.0f} | {b0} | {e0 / 1e9:,.0f} | {t1:,.0f} | {b1} | {e1 / 1e9:,.0f} |")
         return
-    d = json.load(open(os.path.join(HERE, "results", "shared.json")))
+    with open(a.json) as f:
+        d = json.load(f)
+    print(f"measured: {a.json} ({d['info']['command']}, {d['info']['date']})")
     info, res = d["info"], d["results"]
     med = lambda xs: sorted(xs)[len(xs) // 2]
     S = info["images"]
