@@ -10,10 +10,14 @@ decoded/. Prints img/s per round and the medians.
 """
 import json, os, statistics, subprocess, sys, time
 
-import torch
-from torchvision import datasets, transforms
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_deps import ensure_modules  # noqa: E402
+
+ensure_modules(["torch", "torchvision", "PIL"], install="test", why="the DataLoader")
+import torch  # noqa: E402
+from torchvision import datasets, transforms  # noqa: E402
+
 WORK = os.environ.get("WORK", "/tmp/prepfs-loader-ab")
 
 
