@@ -1,6 +1,6 @@
 // Instruction counts of the sample read path, for valgrind --tool=callgrind (exactly repeatable on
-// a noisy machine, unlike wall time). A Daemon over DATASET_DIR (ram 1G, no SSD, cpu=1, the
-// default partition=auto planned from priors) serves:
+// a noisy machine, unlike wall time). A Daemon over DATASET_DIR (ram 1G, no SSD, cpu=1,
+// partition=fixed:100/0/0, pinned in main() below so that no re-plan moves samples) serves:
 //   cold_augmented_opens   one augmented/ open (+ release) of every image, nothing cached yet
 //   fill_raw               one 128 KiB raw/ read of every image (admits the raw chunks)
 //   warm_raw_reads         ten more rounds of the same reads: each a RAM hit

@@ -20,12 +20,39 @@
 # Idle daemons do no background work (the profiler's ticks aside), so they do not disturb the case
 # being measured. Environment overrides: WORK, CLASSES, PER_CLASS, SEED, ROUNDS, EPOCHS, ONLY (case
 # subset; its report goes to WORK/results.md unless OUT is given), OUT, ANALYSIS (markdown appended
-# to the report), PREPFS_BIN, COMPARE, COMPARE_R4.
+# to the report), PREPFS_BIN, COMPARE, COMPARE_R4. The report's command line records each of them
+# that differs from its default, the arguments, the working directory and `git rev-parse HEAD` of
+# this checkout (and of BUILD_DIR's, when that is another one).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 BENCH=$(cd "$HERE/.." && pwd)
 BUILD=$(cd "${1:-$BENCH/../build}" && pwd)
+
+# The command as run, for the report: every environment override that differs from its default
+# (read before the defaults below fill them in), the script and its arguments, and the commit of
+# the checkout it ran from.
+declare -A DEFAULTS=([WORK]=/tmp/prepfs-loader-bench [CLASSES]=20 [PER_CLASS]=100 [SEED]=1 [ROUNDS]=3
+  [EPOCHS]=2 [ONLY]= [COMPARE]= [COMPARE_R4]= [OUT]= [ANALYSIS]= [PREPFS_BIN]=)
+RUN_CMD=""
+for v in WORK CLASSES PER_CLASS SEED ROUNDS EPOCHS ONLY COMPARE COMPARE_R4 OUT ANALYSIS PREPFS_BIN; do
+  if [[ -n ${!v+set} && ${!v} != "${DEFAULTS[$v]}" ]]; then RUN_CMD+="$v=$(printf '%q' "${!v}") "; fi
+done
+RUN_CMD+="$0"
+for a in "$@"; do RUN_CMD+=" $(printf '%q' "$a")"; done
+REPO=$(cd "$BENCH/.." && pwd)
+if COMMIT=$(git -C "$REPO" rev-parse HEAD 2>/dev/null); then
+  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || COMMIT+=" plus uncommitted changes"
+else
+  COMMIT="unknown (not a git checkout)"
+fi
+RUN_CMD+=" (in $(pwd); checkout $REPO at $COMMIT"
+BUILD_REPO=$(git -C "$BUILD" rev-parse --show-toplevel 2>/dev/null || true)
+if [[ -n $BUILD_REPO && $BUILD_REPO != "$REPO" ]]; then
+  RUN_CMD+="; BUILD_DIR in $BUILD_REPO at $(git -C "$BUILD_REPO" rev-parse HEAD)"
+fi
+RUN_CMD+=")"
+
 PREPFS=${PREPFS_BIN:-$BUILD/tools/prepfs}
 PY=/usr/bin/python3
 
@@ -151,7 +178,7 @@ for m in $MOUNTS; do : >"$WORK/prepfs-$m.log"; start_one "$m"; done
 log "mounted: $(for m in $MOUNTS; do printf '%s(pid %s) ' "$m" "${PIDS[$m]}"; done)"
 
 args=(--source "$DATASET" --limits "$WORK/limits" --rounds "$ROUNDS" --epochs "$EPOCHS" --out "$OUT"
-  --json "$WORK/results.json" --command "$0 $*" --dataset-note "$DATASET_NOTE"
+  --json "$WORK/results.json" --command "$RUN_CMD" --dataset-note "$DATASET_NOTE"
   --mount-note "$PREPFS_ORIG (run from a copy) SOURCE MNT -f -o ram=2G,ssd=0,ssd_dir=DIR,log_level=warn plus, per mount: $(for m in $MOUNTS; do printf '%s: %s; ' "$m" "${OPTS[$m]}"; done)")
 [[ -n $ONLY ]] && args+=(--only "$ONLY")
 [[ -n $ANALYSIS && -f $ANALYSIS ]] && args+=(--analysis "$ANALYSIS")

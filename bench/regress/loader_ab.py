@@ -3,17 +3,21 @@
 
     /usr/bin/python3 bench/regress/loader_ab.py OLD_PREPFS NEW_PREPFS [ROUNDS]   (as root)
 
-Each round mounts A, then B (alternating, so other load on the machine hits both alike) over one
-generated ImageNet-like dataset; on each mount it warms both views once, then times one epoch of
+Each round mounts A then B in odd rounds, B then A in even ones (alternating, so other load on
+the machine and any drift within a round hit both alike) over one generated ImageNet-like dataset; on each mount it warms both views once, then times one epoch of
 torchvision's ImageFolder + RandomResizedCrop/flip/ToTensor with 2 workers over raw/ and over
 decoded/. Prints img/s per round and the medians.
 """
 import json, os, statistics, subprocess, sys, time
 
-import torch
-from torchvision import datasets, transforms
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_deps import ensure_modules  # noqa: E402
+
+ensure_modules(["torch", "torchvision", "PIL"], install="test", why="the DataLoader")
+import torch  # noqa: E402
+from torchvision import datasets, transforms  # noqa: E402
+
 WORK = os.environ.get("WORK", "/tmp/prepfs-loader-ab")
 
 
@@ -55,7 +59,8 @@ def main():
                         "--per-class", "100", "--synthetic"], check=True, stdout=subprocess.DEVNULL)
     rows = []
     for r in range(rounds):
-        for name, binary in (("A", a), ("B", b)):
+        pair = (("A", a), ("B", b))
+        for name, binary in (pair if r % 2 == 0 else pair[::-1]):
             res = run(binary, name)
             rows.append((name, res))
             print(json.dumps({"round": r, "binary": name, **{k: round(v, 1) for k, v in res.items()}}), flush=True)

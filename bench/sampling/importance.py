@@ -27,11 +27,16 @@ import random
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn as nn
-from PIL import Image
-from torchvision import datasets
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_deps import ensure_modules  # noqa: E402
+
+ensure_modules(["numpy", "torch", "torchvision", "PIL", "prepfs"], install="test",
+               why="the training run's loader, CNN and PrepfsSampler")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from PIL import Image  # noqa: E402
+from torchvision import datasets  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402

@@ -17,10 +17,18 @@ import resource
 import sys
 import time
 
-import torch
-from torchvision import datasets
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_deps import ensure_modules  # noqa: E402
 
-from prepfs import PrepfsSampler
+# jobs.py checks (and installs) these before it starts any job; this stops a job started by hand.
+ensure_modules(["torch", "torchvision", "prepfs"], why="a job's DataLoader and PrepfsSampler")
+import torch  # noqa: E402
+from torchvision import datasets  # noqa: E402
+
+from prepfs import PrepfsSampler  # noqa: E402
+
+if sys.argv[1:] == ["--check-deps"]:  # jobs.py, before it starts: can this interpreter run a job?
+    sys.exit(0)
 
 
 def read_bytes(path):

@@ -104,6 +104,13 @@ def main():
     ap.add_argument("--window", type=int, default=1024, help="PrepfsSampler window (opportunistic)")
     ap.add_argument("--out", default=os.path.join(common.HERE, "results", "jobs.json"))
     args = ap.parse_args()
+    # Before any mount: the jobs' modules, installed here when missing (as root), then checked in
+    # the interpreter the jobs run with.
+    sys.path.insert(0, common.BENCH)
+    from bench_deps import ensure_modules
+    ensure_modules(["torch", "torchvision", "prepfs"], install="test", why="the jobs' DataLoader and PrepfsSampler")
+    if subprocess.run([common.PYTHON, JOB, "--check-deps"]).returncode != 0:
+        sys.exit(f"jobs.py: {common.PYTHON} cannot run {JOB} (above: what it lacks)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     tools = common.Tools(args.build, args.work)
     dataset = common.ensure_jpegs(args.work, args.classes, args.per_class)

@@ -5,6 +5,7 @@ inputs; --bench checks it against bench/shared's measurements on this machine.
 
     /usr/bin/python3 bench/shared/scaling_model.py            # the 1..64-node table of SCALING.md
     /usr/bin/python3 bench/shared/scaling_model.py --bench    # predicted vs measured, bench/shared
+    /usr/bin/python3 bench/shared/scaling_model.py --bench --json DIR/shared.json   # another run's
 """
 import argparse
 import json
@@ -75,15 +76,23 @@ CLUSTER = {
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench", action="store_true", help="compare with bench/shared/results/shared.json")
+    ap.add_argument("--bench", action="store_true", help="compare the model with a shared_bench.py run")
+    ap.add_argument("--json", help="that run's shared.json (default: bench/shared/results/shared.json); "
+                    "implies --bench")
     a = ap.parse_args()
+    if a.json:
+        a.bench = True
+    else:
+        a.json = os.path.join(HERE, "results", "shared.json")
     if not a.bench:
         print("| pattern | nodes | epoch s, no shared tier | binds | source GB/epoch | epoch s, shared tier | binds | source GB/epoch |")
         print("|---|---:|---:|---|---:|---:|---|---:|")
         for pat, n, t0, b0, e0, t1, b1, e1 in table(CLUSTER):
             print(f"| {pat} | {n} | {t0:,.0f} | {b0} | {e0 / 1e9:,.0f} | {t1:,.0f} | {b1} | {e1 / 1e9:,.0f} |")
         return
-    d = json.load(open(os.path.join(HERE, "results", "shared.json")))
+    with open(a.json) as f:
+        d = json.load(f)
+    print(f"measured: {a.json} ({d['info']['command']}, {d['info']['date']})")
     info, res = d["info"], d["results"]
     med = lambda xs: sorted(xs)[len(xs) // 2]
     S = info["images"]
@@ -98,7 +107,8 @@ def main():
          "node_nic_bw": 1e30, "c_dec": c_dec, "c_shared": c_shared, "c_local": 0.0}
     print(f"inputs: c_dec {c_dec * 1e3:.2f} ms (1 daemon, no shared tier), c_shared {c_shared * 1e3:.2f} ms "
           f"(3 daemons sharing, less 1) per image")
-    print("| daemons | shared | predicted source datasets | measured | predicted epoch s | binds | measured epoch s |")
+    print("| daemons | shared | predicted source datasets | measured | predicted epoch s | binds "
+          "| measured epoch s (median over rounds of each round's slowest daemon) |")
     print("|---:|---|---:|---:|---:|---|---:|")
     for n in (1, 2, 3):
         for shared in (False, True):

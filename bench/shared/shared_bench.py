@@ -3,10 +3,12 @@
 same dataset through decoded/ at once: with the shared tier on memcached, and without it.
 
 Reports per case the cluster's source bytes per epoch (in datasets), each daemon's epoch time,
-the cluster's decode count and CPU, and the shared tier's hits; writes results/shared.json and
-results.md. Cases are interleaved (a round runs every case once, in a rotated order).
+the cluster's decode count and CPU, and the shared tier's hits; writes shared.json (every run) and
+results.md (medians) into --out (default bench/shared/results/). Cases are interleaved (a round runs
+every case once, in a rotated order).
 
-    /usr/bin/python3 bench/shared/shared_bench.py BUILD_DIR [--rounds 3] [--images 480]
+    /usr/bin/python3 bench/shared/shared_bench.py BUILD_DIR [--rounds 3] [--images 480] [--out DIR]
+    /usr/bin/python3 bench/shared/scaling_model.py --bench [--json DIR/shared.json]
 """
 import argparse
 import json
@@ -34,7 +36,8 @@ def main():
     ap.add_argument("--readers", type=int, default=4, help="reader threads per daemon")
     ap.add_argument("--slow", default="--open-latency-ms 2 --read-latency-ms 1 --bandwidth-mbps 40 --threads 64",
                     help="prepfs-slowfs options: one remote-like store for the whole cluster")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results"),
+                    help="directory for shared.json and results.md (default: bench/shared/results)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     os.environ["PREPFS_BIN"] = os.path.join(build, "tools", "prepfs")
@@ -127,7 +130,7 @@ def main():
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "shared.json"), "w") as f:
             json.dump({"info": info, "results": results}, f, indent=1)
-        write_md(info, results, os.path.join(HERE, "results.md"))
+        write_md(info, results, os.path.join(a.out, "results.md"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -159,7 +162,7 @@ def write_md(info, results, path):
          f"once ({info['readers_per_daemon']} reader threads), all daemons at once; ram=64M, ssd=0 per daemon",
          f"- source: prepfs-slowfs `{info['slowfs']}`, one for the cluster; shared: two memcached servers (-m 1024 -I 2m) on loopback, shared_forms=raw/decoded",
          "- medians over rounds (min–max); cases interleaved within each round", "",
-         "| daemons | shared tier | cluster source bytes per epoch (datasets) | epoch s per daemon | decodes in the cluster | daemon CPU s (cluster) | shared hits | load (1 min) |",
+         "| daemons | shared tier | cluster source bytes per epoch (datasets) | epoch s per daemon (median over every daemon of every round) | decodes in the cluster | daemon CPU s (cluster) | shared hits | load (1 min) |",
          "|---|---|---|---|---|---|---|---|"]
     for name, rs in results.items():
         n, mode = name.split("-")
@@ -168,7 +171,7 @@ def write_md(info, results, path):
                  f"{rng([r['daemon_cpu_s'] for r in rs], '{:.2f}')} | {rng([r['shared_hits'] for r in rs], '{:.0f}')} | "
                  f"{loads(rs)} |")
     w.append("")
-    w.append("Raw numbers: results/shared.json.")
+    w.append("Raw numbers: shared.json, next to this file.")
     with open(path, "w") as f:
         f.write("\n".join(w) + "\n")
 

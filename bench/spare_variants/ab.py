@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/spare_variants/ab.py OLD_BUILD NEW_BUILD [--rounds 3] [--epochs 8]
 
 Each round mounts prepfs from each build in turn (which goes first alternates) over the same
-dataset (bench/gen_dataset.py, 400 JPEGs, made once under --work) with ram=1G,ssd=1G,aug_reuse=4
+dataset (bench/gen_dataset.py --synthetic, 400 JPEGs, made once under --work: the same images
+whatever photo packages the machine has) with ram=1G,ssd=1G,aug_reuse=4
 and the defaults otherwise (partition=auto keeps the decoded pixels in RAM and each variant beside
 them), reads augmented/ once to warm up, then times --epochs epochs of reading every file (2
 threads). Per mount: files/s, the daemon's CPU time per file, and the SSD writes that landed per
@@ -75,10 +76,11 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=8)
     args = p.parse_args()
-    dataset = os.path.join(args.work, "dataset")
+    # Its own directory: a dataset made before --synthetic was passed may hold photo crops.
+    dataset = os.path.join(args.work, "dataset-synthetic")
     if not os.path.exists(dataset + ".done"):
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "gen_dataset.py"), dataset, "--classes", "4",
-                        "--per-class", "100"], check=True)
+                        "--per-class", "100", "--synthetic"], check=True)
         open(dataset + ".done", "w").close()
     print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {os.cpu_count()} cores; load average "
           f"{open('/proc/loadavg').read().split()[:3]}")

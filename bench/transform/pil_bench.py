@@ -27,6 +27,9 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_deps import ensure_modules  # noqa: E402
+
 
 def load(paths):
     files = []
@@ -151,6 +154,10 @@ def main():
     ap.add_argument("--verify")
     ap.add_argument("paths", nargs="*")
     a = ap.parse_args()
+    # Before any file is read: PIL for every case, torch and torchvision for the (PIL+tv) ones.
+    tv = not a.verify and (not a.only or "(PIL+tv)" in a.only)
+    ensure_modules(["PIL"] + (["torch", "torchvision"] if tv else []), install="test",
+                   why="the PIL baseline" + (" and its torchvision cases" if tv else ""))
     if a.verify:
         return verify(a.verify)
     from PIL import Image
