@@ -13,7 +13,7 @@ build_pkgs=(build-essential meson ninja-build pkg-config
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes) build tests/fuzz.
 test_pkgs=(python3 python3-pytest python3-hypothesis python3-pil python3-numpy python3-torch python3-torchvision
   attr groff-base python3-prometheus-client systemd curl clang-14 libclang-rt-14-dev iproute2 util-linux memcached)
-bench_pkgs=(python3-matplotlib s3fs rclone)
+bench_pkgs=(python3-matplotlib s3fs rclone valgrind)
 
 pkgs=("${build_pkgs[@]}")
 case "$what" in
