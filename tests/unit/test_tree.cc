@@ -33,6 +33,15 @@ void make_tree(const test::TempDir& d) {
   d.write("src/empty", "");
   std::filesystem::create_directories(d / "src/emptydir");
   symlink("b/a.txt", (d / "src/link").c_str());
+  // Every directory's mtime an hour back: a change the case makes next moves it, however coarse
+  // the file system's clock. Where timestamps tick every few ms (kernels before 6.13's
+  // multigrain timestamps), a file added within the tick of the last change left the directory's
+  // mtime and ctime as the scan saw them.
+  const timespec hour_ago{time(nullptr) - 3600, 0};
+  const timespec times[2] = {hour_ago, hour_ago};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(d / "src"))
+    if (e.is_directory() && !e.is_symlink()) utimensat(AT_FDCWD, e.path().c_str(), times, 0);
+  utimensat(AT_FDCWD, (d / "src").c_str(), times, 0);
 }
 
 std::string read_all(DataFs& fs, uint64_t ino, uint64_t size, size_t step) {
