@@ -92,6 +92,11 @@ class VerifyingS3:
         if headers.get("x-amz-content-sha256") != hashlib.sha256(b"").hexdigest():
             return "bad payload hash"
         path, _, query = req.path.partition("?")
+        # S3 signs the path as it re-encodes the key it decoded: each byte outside the unreserved
+        # set as %XX in upper case, once. A path sent otherwise (a raw "+", lower-case hex) signs
+        # here as sent but fails at AWS, so it is refused.
+        if path != _uri_encode(urllib.parse.unquote(path), True):
+            return f"path not in SigV4's canonical encoding (want {_uri_encode(urllib.parse.unquote(path), True)})"
         want = signature(self.secret, req.command, path, query, headers, signed, headers["x-amz-content-sha256"],
                          headers["x-amz-date"], scope)
         if not hmac.compare_digest(want, fields["Signature"]):
