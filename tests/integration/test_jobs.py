@@ -55,8 +55,9 @@ def test_a_published_order_is_fetched_in_that_order_ahead_of_the_reader(dataset,
     (tmp_path / "mnt").mkdir()
     with SlowFs(dataset, tmp_path / "slow", "--open-latency-ms", "4", "--read-latency-ms", "2",
                 "--access-log", str(log)):
+        ram = "ram=0" if held == "staged" else "ram=256M"
         with Prepfs(tmp_path / "slow", tmp_path / "mnt", tmp_path / "ssd",
-                    ("ram=0" if held == "staged" else "ram=256M") + ",ssd=0,prefetch_window=4M,prefetch_threads=4") as fs:
+                    ram + ",ssd=0,prefetch_window=4M,prefetch_threads=4") as fs:
             log.write_text("")  # the mount's own header probes are not the job's
             drop_page_cache()  # nor are the pages those probes left in the kernel
             order = files[:]
