@@ -49,8 +49,12 @@ class Memcached:
             args += ["-u", "root"]
         self.proc = subprocess.Popen((self.netns.prefix() if self.netns else []) + args,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.proc.poll() is not None or _connectable(self.host, self.port, self.netns),
-                 what=f"memcached on {self.address}")
+        try:
+            wait_for(lambda: self.proc.poll() is not None or _connectable(self.host, self.port, self.netns),
+                     what=f"memcached on {self.address}")
+        except BaseException:  # not answering in time: it must not outlive the test that started it
+            self.kill()
+            raise
         if self.proc.poll() is not None:
             raise RuntimeError(f"memcached on {self.address} exited with {self.proc.returncode}")
 

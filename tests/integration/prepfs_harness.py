@@ -3,14 +3,17 @@
 Everything here drives real processes and real mounts; nothing is mocked. Paths to the binaries
 come from the environment (set by meson): PREPFS_BIN, SLOWFS_BIN.
 """
+import contextlib
 import hashlib
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
 sys.path.insert(0, BENCH)
@@ -115,6 +118,19 @@ class SlowFs(mounts.SlowFs):
         with open(path) as f:
             text = f.read()
         return [line.split(" ") for line in text.split("\n")[:-1]]
+
+
+@contextlib.contextmanager
+def world_reachable_mountpoint(prefix="prepfs-"):
+    """An empty directory every user can reach. pytest's tmp_path is root-only (0700), so on a
+    mountpoint under it another user's access fails at the path walk, whatever the mount allows."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        os.chmod(d, 0o755)
+        os.mkdir(os.path.join(d, "mnt"))
+        yield os.path.join(d, "mnt")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def make_dataset(root, files=120, seed=1):

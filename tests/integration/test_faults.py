@@ -89,46 +89,51 @@ def test_kill_9_during_ssd_writes_never_serves_wrong_bytes(dataset, tmp_path):
     wrong, reads, killed_while_writing = [], 0, 0
     rounds = 12
     for round_ in range(rounds):
-        fs = Prepfs(root / "src", tmp_path / "mnt", ssd, opts)
-        # Everything the previous daemon left on the SSD (torn temporaries, entries whose rename
-        # did or did not happen) is read back first and must equal the source.
-        for rel in rels:
-            if sha(read_raw(fs, rel)) != files[rel]:
-                wrong.append(f"round {round_}: {rel} differs from the source after a kill")
-        reads += len(rels)
-        # Then the SSD tier starts over (.prepfs/evict), and readers refill it until the kill.
-        with open(os.path.join(fs.mnt, ".prepfs", "evict"), "w") as f:
-            f.write("1")
-        stop = threading.Event()
-        served = collections.Counter()
+        with Prepfs(root / "src", tmp_path / "mnt", ssd, opts) as fs:
+            # Everything the previous daemon left on the SSD (torn temporaries, entries whose rename
+            # did or did not happen) is read back first and must equal the source.
+            for rel in rels:
+                if sha(read_raw(fs, rel)) != files[rel]:
+                    wrong.append(f"round {round_}: {rel} differs from the source after a kill")
+            reads += len(rels)
+            # Then the SSD tier starts over (.prepfs/evict), and readers refill it until the kill.
+            with open(os.path.join(fs.mnt, ".prepfs", "evict"), "w") as f:
+                f.write("1")
+            stop = threading.Event()
+            served = collections.Counter()
 
-        def reader(seed):
-            r = random.Random(seed)
-            while not stop.is_set():
-                rel = r.choice(rels)
-                try:
-                    data = read_raw(fs, rel)
-                except OSError:
-                    if not stop.is_set():
-                        wrong.append(f"round {round_}: {rel} failed before the kill")
-                    return
-                if sha(data) != files[rel]:
-                    wrong.append(f"round {round_}: {rel} differs from the source")
-                served[seed] += 1
+            def reader(seed):
+                r = random.Random(seed)
+                while not stop.is_set():
+                    rel = r.choice(rels)
+                    try:
+                        data = read_raw(fs, rel)
+                    except OSError:
+                        if not stop.is_set():
+                            wrong.append(f"round {round_}: {rel} failed before the kill")
+                        return
+                    if sha(data) != files[rel]:
+                        wrong.append(f"round {round_}: {rel} differs from the source")
+                    served[seed] += 1
 
-        threads = [threading.Thread(target=reader, args=(round_ * 100 + i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        time.sleep(rng.uniform(0.0, 0.1))  # the refill takes about a tenth of a second
-        before = fs.stats()["ssd"]["inserts"]
-        time.sleep(0.01)
-        killed_while_writing += fs.stats()["ssd"]["inserts"] > before  # entries landing right now
-        stop.set()
-        kill_9(fs)
-        for t in threads:
-            t.join()
-        reads += sum(served.values())
-        assert not is_mounted(tmp_path / "mnt")
+            started = []
+            try:
+                for i in range(4):
+                    started.append(threading.Thread(target=reader, args=(round_ * 100 + i,)))
+                    started[-1].start()
+                time.sleep(rng.uniform(0.0, 0.1))  # the refill takes about a tenth of a second
+                before = fs.stats()["ssd"]["inserts"]
+                time.sleep(0.01)
+                killed_while_writing += fs.stats()["ssd"]["inserts"] > before  # entries landing right now
+            finally:
+                # Also when a stats() read above failed: the readers stop and the daemon dies, so
+                # neither outlives the round (the with's stop() then finds it dead and unmounted).
+                stop.set()
+                kill_9(fs)
+                for t in started:
+                    t.join()
+            reads += sum(served.values())
+            assert not is_mounted(tmp_path / "mnt")
     with Prepfs(root / "src", tmp_path / "mnt", ssd, opts) as fs:
         verify_everything(fs, {r: files[r] for r in rels})
         stats = fs.stats()

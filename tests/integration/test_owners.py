@@ -5,15 +5,13 @@ drop to them with setgid/setuid before running."""
 import errno
 import io
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs
+from prepfs_harness import Prepfs, world_reachable_mountpoint
 
 ALICE, BOB = 23456, 23457
 
@@ -46,11 +44,8 @@ def read_as(uid, path):
 @pytest.fixture
 def world_reachable_mnt():
     """pytest's tmp_path is root-only (0700): other users could not even reach the mountpoint."""
-    d = tempfile.mkdtemp(prefix="prepfs-owners-")
-    os.chmod(d, 0o755)
-    os.mkdir(os.path.join(d, "mnt"))
-    yield os.path.join(d, "mnt")
-    shutil.rmtree(d, ignore_errors=True)
+    with world_reachable_mountpoint("prepfs-owners-") as mnt:
+        yield mnt
 
 
 def test_owners_are_mirrored_and_enforced(tmp_path, world_reachable_mnt):

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from prepfs_harness import PREPFS_BIN, Prepfs, assert_one_clear_line, drop_page_cache, force_unmount, help_option_keys, is_mounted, sha256_file, wait_for
+from prepfs_harness import PREPFS_BIN, Prepfs, assert_one_clear_line, drop_page_cache, force_unmount, help_option_keys, is_mounted, sha256_file, wait_for, world_reachable_mountpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -347,10 +347,22 @@ def test_prepctl_evict_empties_both_tiers(env):
         assert fs.stats()["source"]["bytes"] - before >= len(files["top.bin"])
 
 
+def as_nobody(shell_command):
+    """Runs a shell command as uid/gid 65534 with no supplementary groups."""
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", shell_command],
+                          capture_output=True, text=True, timeout=30)
+
+
+def cached_bytes(st):
+    return {tier: (st[tier]["entries"], st[tier]["bytes"]) for tier in ("ram", "ssd")}
+
+
 def test_control_files_stay_read_only_except_evict(env):
-    tmp, src, _ = env
+    tmp, src, files = env
     import errno
-    with Prepfs(src, tmp / "mnt", tmp / "ssd") as fs:
+    # allow_other on a mountpoint every user can reach: the unprivileged evict below must be
+    # refused by evict's own mode, not by the mount or by the path to it.
+    with world_reachable_mountpoint("prepfs-ctl-") as mnt, Prepfs(src, mnt, tmp / "ssd", "allow_other") as fs:
         ctl = os.path.join(fs.mnt, ".prepfs")
         assert set(os.listdir(ctl)) >= {"stats", "metrics", "evict"}
         attempts = {
@@ -366,10 +378,24 @@ def test_control_files_stay_read_only_except_evict(env):
                 attempt()
             assert e.value.errno == errno.EROFS, name
         assert os.stat(os.path.join(ctl, "evict")).st_mode & 0o777 == 0o200
-        # An unprivileged user cannot evict (default_permissions, mode 0200, owner root).
-        res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
-                              f"echo 1 > {ctl}/evict"], capture_output=True, text=True)
-        assert res.returncode != 0
+        # A warm cache, settled (SSD writes are queued), so that an eviction would show.
+        for rel in files:
+            sha256_file(fs.raw(rel))
+        wait_for(lambda: fs.stats()["ssd"]["entries"] == len(files), what="SSD writes")
+        before = cached_bytes(fs.stats())
+        assert before["ram"][1] >= sum(map(len, files.values())), before
+        # The unprivileged user reaches the control files: it reads stats (mode 0444)...
+        res = as_nobody(f"cat {ctl}/stats")
+        assert res.returncode == 0, res.stderr
+        assert cached_bytes(json.loads(res.stdout)) == before
+        # ...but cannot evict (default_permissions, mode 0200, owner root), and nothing is evicted.
+        res = as_nobody(f"echo 1 > {ctl}/evict")
+        assert res.returncode != 0 and "Permission denied" in res.stderr, res.stderr
+        assert cached_bytes(fs.stats()) == before
+        # The same write by root evicts: the check above would see an eviction.
+        with open(os.path.join(ctl, "evict"), "w") as f:
+            f.write("1\n")
+        assert cached_bytes(fs.stats()) == {"ram": (0, 0), "ssd": (0, 0)}
 
 
 def test_prepctl_plan_prints_the_models_reasoning(env):

@@ -70,9 +70,11 @@ class Cluster:
         open(self.access_log, "w").close()
 
     def stop(self):
-        for d in self.daemons:
-            d.stop()
-        self.slow.stop()
+        try:
+            for d in self.daemons:
+                d.stop()
+        finally:
+            self.slow.stop()  # also when a daemon's stop failed: the source's mount goes too
 
 
 @pytest.fixture
@@ -184,11 +186,9 @@ def test_daemons_in_separate_network_namespaces_share_across_veth_links(dataset,
 
 
 def test_killing_a_server_mid_epoch_loses_no_bytes_and_recovers_without_remount(dataset, tmp_path):
-    three = [Memcached(), Memcached(), Memcached()]
     src = dataset / "src"
     rels = files_of(src)
     want = digests(src, rels)
-    c = Cluster(dataset, tmp_path, three, options="shared_timeout=2")
 
     def evict(d):
         """The daemon's own tiers and the kernel's pages of its files: the next read asks it."""
@@ -196,7 +196,12 @@ def test_killing_a_server_mid_epoch_loses_no_bytes_and_recovers_without_remount(
             f.write("1")
         drop_page_cache()
 
+    # Started inside the try: a server or the cluster that fails to start stops what did start.
+    three, c = [], None
     try:
+        for _ in range(3):
+            three.append(Memcached())
+        c = Cluster(dataset, tmp_path, three, options="shared_timeout=2")
         a = c.start()
         assert digests(a.raw(), want) == want
         published(a)  # b's header probes look the shared tier up without waiting on leases
@@ -252,7 +257,8 @@ def test_killing_a_server_mid_epoch_loses_no_bytes_and_recovers_without_remount(
         wait_for(lambda: all(s["up"] for s in b.stats()["shared"]["servers"]), timeout=10,
                  what="every shared-tier server shown up again: " + str(b.stats()["shared"]["servers"]))
     finally:
-        c.stop()
+        if c:
+            c.stop()
         for m in three:
             m.stop()
 
