@@ -280,11 +280,15 @@ def test_jobs_waiting_for_the_sample_list_leave_the_control_files_answering(data
                     f.read()
                 done.append("samples")
 
+            # The control session's requests in flight, as the kernel counts them (fusectl; the
+            # daemon mounts it): the ranks' opens are proven waiting in the daemon, not assumed
+            # to be after a sleep (a slow machine let stats pass on a free worker).
+            conn = os.minor(os.stat(os.path.join(fs.mnt, ".prepfs")).st_dev)
+            waiting = f"/sys/fs/fuse/connections/{conn}/waiting"
             ranks = [threading.Thread(target=read_samples) for _ in range(6)]
             for t in ranks:
                 t.start()
-            wait_for(lambda: slow.counters()["opens"] > 0, what="the headers being read")
-            time.sleep(0.3)  # every rank's open in the daemon by now
+            wait_for(lambda: int(open(waiting).read()) >= 6, what="every rank's open waiting in the daemon")
             stats = fs.stats()
             done.append("stats")
             for t in ranks:
