@@ -55,9 +55,9 @@ def ensure_s3rver():
         if not os.path.exists(script):
             try:
                 res = subprocess.run([npm, "install", "--prefix", d, "--no-audit", "--no-fund", "--loglevel=error",
-                                      f"s3rver@{S3RVER_VERSION}"], capture_output=True, text=True, timeout=600)
+                                      f"s3rver@{S3RVER_VERSION}"], capture_output=True, text=True, timeout=400)
             except subprocess.TimeoutExpired:
-                skip_all("npm could not install s3rver within 10 minutes (no network?)")
+                skip_all("npm could not install s3rver within 400 s (no network?)")
             if res.returncode != 0 or not os.path.exists(script):
                 skip_all(f"npm could not install s3rver: {(res.stderr or res.stdout).strip()[-400:]}")
     return script

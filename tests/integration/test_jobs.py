@@ -208,7 +208,14 @@ def two_jobs_fetch(dataset, tmp_path, mode, total):
         before = fs.stats()["source"]["bytes"]
         procs = [subprocess.Popen(["/usr/bin/python3", "-c", LOADER, fs.mnt, f"job{i}", mode, str(i)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
-        outs = [p.communicate(timeout=600) for p in procs]
+        # Well inside meson's 600 s for the file, so a hang still reaches the cleanup (the
+        # daemon's stop and its log) instead of meson killing everything.
+        try:
+            outs = [p.communicate(timeout=300) for p in procs]
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
         for p, (out, err) in zip(procs, outs):
             assert p.returncode == 0, err
             assert int(out.split()[-1]) == 2 * total_files(dataset)
