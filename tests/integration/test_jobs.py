@@ -6,6 +6,7 @@ The kernel keeps raw/ and decoded/ pages across opens (that is what makes warm r
 a cache-policy experiment that re-reads those views drops the page cache between epochs;
 augmented/ is served with direct_io and always reaches the daemon."""
 import collections
+import json
 import os
 import random
 import subprocess
@@ -178,6 +179,55 @@ def test_the_importance_file_changes_what_stays_cached(dataset, tmp_path):
     kept_other = sum(resident[p] for p in files if p not in important)
     assert kept_important == len(important), (kept_important, len(important))
     assert kept_other < len(files) - len(important)
+
+
+SAMPLER_JOB = r"""
+import json, os, sys
+from torchvision import datasets
+from prepfs import PrepfsSampler
+mnt, important = sys.argv[1], set(sys.argv[2].split(","))
+ds = datasets.ImageFolder(os.path.join(mnt, "raw", "train"), loader=lambda p: p)
+sampler = PrepfsSampler(ds, mnt, seed=3, mode="opportunistic", job="t", window=len(ds), refresh_every=1)
+order = list(sampler)
+rel = [os.path.relpath(p, os.path.join(mnt, "raw")) for p, _ in ds.samples]
+sampler.report_loss(range(len(ds)), [9.5 if rel[i] in important else 1e-3 for i in range(len(ds))])
+sampler.flush()
+print(json.dumps([rel[i] for i in order]))
+"""
+
+
+# The sampler's side of the protocol against the daemon itself (tests/python checks it against a
+# stand-in): its order is published under its job, an opportunistic walk takes what the daemon
+# has resident first, and its reported losses reach the importance policy.
+def test_the_sampler_publishes_walks_residency_first_and_reports_losses_to_the_daemon(dataset, tmp_path):
+    files = raw_files(dataset)
+    total = sum(os.path.getsize(os.path.join(dataset, p)) for p in files)
+    (tmp_path / "mnt").mkdir()
+    opts = f"ram={int(total * 0.3)},ssd=0,partition=fixed:100/0/0,eviction=importance,prefetch_window=0"
+    with Prepfs(dataset, tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+        rng = random.Random(8)
+        warm = set(rng.sample(files, 10))
+        for p in warm:
+            with open(fs.raw(p), "rb") as f:
+                f.read()
+        assert {p for p, r in resident_bits(fs.mnt).items() if r} == warm
+        important = set(rng.sample(files, len(files) // 5))
+        res = subprocess.run(["/usr/bin/python3", "-c", SAMPLER_JOB, fs.mnt, ",".join(important)],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        assert "PrepfsWarning" not in res.stderr, res.stderr
+        walked = json.loads(res.stdout)
+        assert sorted(walked) == files
+        assert set(walked[:len(warm)]) == warm, "the resident samples were not taken first"
+        jobs = {j["name"]: j for j in fs.stats()["jobs"]["list"]}
+        assert jobs["t"]["published"] == len(files), jobs
+        for p in files + files:
+            drop_page_cache()
+            with open(fs.raw(p), "rb") as f:
+                f.read()
+        resident = resident_bits(fs.mnt)
+    assert sum(resident[p] for p in important) == len(important)
+    assert sum(resident[p] for p in files if p not in important) < len(files) - len(important)
 
 
 LOADER = r"""
