@@ -94,6 +94,15 @@ uint64_t walk(Filesystem& fs, uint64_t root, const std::string& path) {
   return ino;
 }
 
+// Publishes an order through .prepfs/order, as a job writes it.
+void publish_order(Daemon& d, const std::string& order) {
+  Filesystem& control = d.control_fs();
+  const uint64_t ino = walk(control, 1, "order");
+  OpenReply w = control.open(ino, O_WRONLY);
+  control.write(ino, w.fh, 0, order);
+  control.release(ino, w.fh);
+}
+
 // open, read in kernel-sized requests until EOF, release: one open of one file. A control file is
 // rendered at open (its handle reads that snapshot, direct_io) and again by a stat, so counters that
 // move in between change its size: `exact_size` false skips the size check for those.
@@ -361,14 +370,10 @@ void expect_ordered_variants_rendered_ahead(const std::string& options, bool wai
   const auto spec = transform::PipelineSpec::parse(transform::kDefaultAugmentSpec);
   std::vector<std::string> ppms;
   for (const auto& [path, jpeg] : rig.images) ppms.push_back(path.substr(0, path.size() - 4) + ".ppm");
-  Filesystem& control = d.control_fs();
   for (uint32_t epoch = 0; epoch < 3; epoch++) {
     std::string order = "job t\n";
     for (const std::string& ppm : ppms) order += "augmented/" + ppm + "\n";
-    const uint64_t ino = walk(control, 1, "order");
-    OpenReply w = control.open(ino, O_WRONLY);
-    control.write(ino, w.fh, 0, order);
-    control.release(ino, w.fh);
+    publish_order(d, order);
     if (wait) {
       auto all_ready = [&] {
         for (const std::string& ppm : ppms) {
@@ -424,10 +429,7 @@ TEST(Daemon, APrefetchedVariantCountsOneHitWhenItsOpenTakesItNotWhenItsRenderTak
     order += "augmented/" + ppms.back() + "\n";
     samples.push_back(d.store().resolve(uint32_t(walk(d.augmented_fs(), 1, ppms.back()) - 1)));
   }
-  const uint64_t ino = walk(d.control_fs(), 1, "order");
-  OpenReply w = d.control_fs().open(ino, O_WRONLY);
-  d.control_fs().write(ino, w.fh, 0, order);
-  d.control_fs().release(ino, w.fh);
+  publish_order(d, order);
   auto all_ready = [&] {
     for (const Sample& s : samples)
       if (!d.store().ready(s, Form::augmented, 0)) return false;
@@ -475,10 +477,7 @@ TEST(Daemon, AFileListedAgainInAnOrderGetsEachOfItsVariantsRenderedAhead) {
     std::string order = "job t\n";
     for (uint32_t k = 0; k < kTimes; k++)
       for (size_t i = 0; i < ppms.size(); i++) order += "augmented/" + ppms[(i + k) % ppms.size()] + "\n";
-    const uint64_t ino = walk(d.control_fs(), 1, "order");
-    OpenReply w = d.control_fs().open(ino, O_WRONLY);
-    d.control_fs().write(ino, w.fh, 0, order);
-    d.control_fs().release(ino, w.fh);
+    publish_order(d, order);
     auto all_ready = [&] {
       for (const Sample& s : samples)
         for (uint32_t k = 0; k < kTimes; k++)
@@ -676,10 +675,7 @@ TEST(Daemon, AVariantsInputsDroppedWhileItWaitsForASlotAreFetchedAgain) {
   std::vector<ResourceBudget::Hold> slots;
   for (ResourceBudget::Hold h; (h = d.renderer().idle_slot()).amount() > 0;) slots.push_back(std::move(h));
   ASSERT_EQ(slots.size(), 2u);
-  const uint64_t ino = walk(d.control_fs(), 1, "order");
-  OpenReply w = d.control_fs().open(ino, O_WRONLY);
-  d.control_fs().write(ino, w.fh, 0, order);
-  d.control_fs().release(ino, w.fh);
+  publish_order(d, order);
   auto all = [&](auto&& pred) {
     for (const Sample& s : samples)
       if (!pred(s)) return false;
