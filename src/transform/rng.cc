@@ -78,7 +78,9 @@ std::int64_t Rng::randint(std::int64_t lo, std::int64_t hi) {
       low = static_cast<std::uint64_t>(m);
     }
   }
-  return lo + static_cast<std::int64_t>(static_cast<std::uint64_t>(m >> 64));
+  // In unsigned arithmetic: over a range past 2^63 the offset does not fit an int64_t, and lo plus
+  // it would overflow (undefined; the sum itself fits, and wraps to it here).
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + static_cast<std::uint64_t>(m >> 64));
 }
 
 }  // namespace prepfs::transform
