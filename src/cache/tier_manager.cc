@@ -192,7 +192,13 @@ ChunkRef TierManager::get_or_fill(const CacheKey& key, Form form, Fill fill, Adm
     promise.set_value(chunk);
     return chunk;
   } catch (...) {
-    bump(counters_.fill_errors);
+    // Work ahead giving way is no error of the fill.
+    try {
+      throw;
+    } catch (const FillWithdrawn&) {
+    } catch (...) {
+      bump(counters_.fill_errors);
+    }
     // The flight ends before its readers get the error: a request that comes after the failure
     // starts a fill of its own (the source may be back) instead of joining and getting an error
     // from a fill it never shared.

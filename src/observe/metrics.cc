@@ -266,7 +266,7 @@ std::string render_metrics(const StatsSources& s) {
     const PrefetchCounters& pc = *s.prefetch;
     counter("prepfs_prefetch_samples_total", "Samples fetched or rendered ahead of their read (published orders).",
             load(pc.prefetched));
-    counter("prepfs_prefetch_hits_total", "Reads that took a staged prefetch (a prefetch a tier keeps counts as that tier's hit).", load(pc.hits));
+    counter("prepfs_prefetch_hits_total", "Reads that took a staged prefetch (a prefetch RAM keeps counts as a RAM hit).", load(pc.hits));
     counter("prepfs_prefetch_late_total", "Reads that waited for a prefetch still in flight.", load(pc.late));
     counter("prepfs_prefetch_wasted_total", "Prefetched entries dropped before any read took them.", load(pc.wasted));
     counter("prepfs_prefetch_bytes_total", "Bytes prefetched.", load(pc.bytes));

@@ -131,8 +131,12 @@ void SampleStore::probe_head(const Sample& s) {
   if (s.version.size > 0)
     c = cache_.get_or_fill(
         // Among the recent fills at once: a read racing this probe finds it there, not at the source.
-        // The staged chunk is taken as an input: it is staged again below for the read.
-        k, Form::raw, [&] { return staged_or(k, TakenBy::work_ahead, [&] { return fetch_chunk(s, 0); }); },
+        // A staged chunk stays staged for its read (peeked, not taken).
+        k, Form::raw,
+        [&] {
+          ChunkRef staged = jobs_.staging ? jobs_.staging->peek(k) : nullptr;
+          return staged ? staged : fetch_chunk(s, 0);
+        },
         Admission::none(), s.node);
   std::optional<ImageDims> d;
   if (c) d = dims_from_head({reinterpret_cast<const uint8_t*>(c->data()), c->size()}, s.version.size);
@@ -145,8 +149,13 @@ void SampleStore::probe_head(const Sample& s) {
   if (!known.is_sample || known.version != s.version) return;  // changed meanwhile: chunk 0 is stale
   const Admission where = admit(known, Form::raw);
   if (where.any() && known.placed) cache_.keep(k, c, Form::raw, where, s.node);
-  // Not kept by a tier (not placed there, or its form is at its quota): staged for the read.
-  if (!cache_.in_tier(k) && jobs_.staging) jobs_.staging->put(k, c, s.node);
+  if (!jobs_.staging) return;
+  // Not kept by a tier (not placed there, or its form is at its quota): staged for the read (put
+  // keeps a copy staged already). Kept by one: a staged copy would only wait to be wasted.
+  if (!cache_.in_tier(k))
+    jobs_.staging->put(k, c, s.node);
+  else
+    jobs_.staging->take(k, TakenBy::work_ahead);
 }
 
 std::optional<ImageDims> SampleStore::dims_from_shared(const Sample& s) {
@@ -196,7 +205,7 @@ ChunkRef SampleStore::decoded(const Sample& s, SlotUse slot) {
   }
   renderer_.check_renderable(s);
   const CacheKey k = key(s, Form::decoded, 0, 0);
-  note_if_late(k);
+  if (slot == SlotUse::take) note_if_late(k);  // work ahead is no read, late or not
   // Work in a held slot never waits for another caller's decode: that one may be waiting for
   // this very slot (null then, and the caller renders from the JPEG).
   const Admission where = admit(s, Form::decoded);
@@ -240,7 +249,9 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
 ChunkRef SampleStore::render_augmented(const Sample& s, uint32_t variant, SlotUse slot) {
   const CacheKey dk = key(s, Form::decoded, 0, 0);
   ChunkRef dec = cache_.lookup(dk);
-  if (!dec && jobs_.staging) dec = jobs_.staging->take(dk, taken_by(slot));
+  // Work ahead leaves staged pixels staged: their decoded/ read is still to come, and the render
+  // may give way (FillWithdrawn) or decode the JPEG at a DCT scale instead.
+  if (!dec && jobs_.staging) dec = slot == SlotUse::held ? jobs_.staging->peek(dk) : jobs_.staging->take(dk);
   // Shared pixels count as at hand too: the cluster then decodes each image once.
   if (!dec && (admit(s, Form::decoded).any() || cache_.shares(Form::decoded))) dec = decoded(s, slot);
   return renderer_.augmented(

@@ -59,6 +59,12 @@ ChunkRef Staging::take(const CacheKey& key, TakenBy by) {
   return c;
 }
 
+ChunkRef Staging::peek(const CacheKey& key) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second.chunk;
+}
+
 void Staging::drop(const CacheKey& key) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(key);

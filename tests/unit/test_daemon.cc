@@ -544,6 +544,33 @@ TEST(Daemon, WorkAheadForAFileThatChangedMeanwhileStagesNothing) {
   EXPECT_EQ(d.staging().bytes(), 0u) << "the old version's variant was staged after the change";
 }
 
+// Work ahead renders a variant from staged pixels without taking them: their decoded/ read is
+// still to come. The render took them, so that read decoded the file again (and had the render
+// given way, the pixels were gone for nothing).
+TEST(Daemon, WorkAheadRendersFromStagedPixelsAndLeavesThemForTheirRead) {
+  Rig rig("probe=mount,render_ahead=0,ssd=0,partition=fixed:0/0/0,fast_paths=0");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const std::string path = rig.images[0].first;
+  const std::string ppm = path.substr(0, path.size() - 4) + ".ppm";
+  const Sample s = d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));
+  ASSERT_GT(d.store().prefetch(s, Form::decoded, true), 0u);
+  const uint64_t pixels = d.staging().bytes();
+  ASSERT_GT(pixels, 0u) << "the decoded pixels were not staged";
+  ASSERT_TRUE(d.store().inputs_at_hand(s, 0));
+  {
+    ResourceBudget::Hold slot = d.renderer().idle_slot();  // as RenderAhead holds one
+    ASSERT_GT(slot.amount(), 0u);
+    EXPECT_EQ(d.store().render_ahead(s, 0, [] { return true; }), AheadOutcome::rendered);
+  }
+  EXPECT_EQ(load(d.renders().from_decoded), 1u);
+  EXPECT_EQ(d.staging().bytes(), pixels + d.store().shapes().augmented_size(s.dims)) << "the pixels were taken";
+  const uint64_t decodes = load(d.renders().decoded);
+  read_file(d.main_fs(), walk(d.main_fs(), 1, "decoded/" + ppm));
+  EXPECT_EQ(load(d.renders().decoded), decodes) << "the decoded/ read decoded the file again";
+  EXPECT_EQ(load(d.prefetch_counters().hits), 1u);
+}
+
 // The sample a raw/ path names, and the key of its first raw chunk (as the store makes it).
 Sample raw_sample(Daemon& d, const std::string& path) {
   return d.store().resolve(uint32_t(walk(d.main_fs(), 1, "raw/" + path) & 0xffffffffu));

@@ -849,6 +849,7 @@ TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
   go.set_value();
   EXPECT_EQ(ahead.get(), EBUSY);
   EXPECT_EQ(reader.get(), "the reader's");
+  EXPECT_EQ(load(tm.counters().fill_errors), 0u) << "giving way counted as a failed fill";
 }
 
 // Only a withdrawal sends a joined reader to fill for itself: any other error, EBUSY included, is
@@ -884,6 +885,7 @@ TEST(TierManager, AJoinedFillThatFailsWithEbusyGivesTheReaderItsError) {
   EXPECT_EQ(first.get(), EBUSY);
   EXPECT_EQ(reader.get(), "the source is busy");
   EXPECT_EQ(load(tm.counters().fills), 1u);
+  EXPECT_EQ(load(tm.counters().fill_errors), 1u);
 }
 
 // A request that comes once a fill has failed starts a fill of its own, even before the failed

@@ -124,8 +124,9 @@ struct ViewCounters {
 // Prefetching from published orders (store/prefetcher.h).
 struct PrefetchCounters {
   std::atomic<uint64_t> prefetched{0};        // samples fetched or rendered ahead of their read
-  // Reads that took a staged prefetch. What the placement keeps in a tier is not staged: a read of
-  // it counts as that tier's hit, not here (and its waste is the tier's eviction).
+  // Reads that took a staged prefetch, or that the SSD served while a staged copy waited for its
+  // queued write to land. What RAM keeps is not staged: a read of it counts as a RAM hit, not here
+  // (and its waste is RAM's eviction).
   std::atomic<uint64_t> hits{0};
   std::atomic<uint64_t> late{0};              // reads that waited for a prefetch still in flight
   std::atomic<uint64_t> wasted{0};            // prefetched entries dropped before any read took them

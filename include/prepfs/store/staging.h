@@ -48,6 +48,9 @@ class Staging {
   // The entry, removed (null when not staged). A read's take counts a prefetch hit or a render
   // ahead used.
   ChunkRef take(const CacheKey& key, TakenBy by = TakenBy::read);
+  // The entry, left staged and uncounted (null when not staged): for work that may not use it
+  // (work ahead that gives way), or whose read is still to come (a header probe).
+  ChunkRef peek(const CacheKey& key) const;
   // Drops an entry nobody will take (a variant whose open passed): wasted.
   void drop(const CacheKey& key);
   bool contains(const CacheKey& key) const;
