@@ -27,7 +27,7 @@ std::string_view trim(std::string_view s) {
 
 // Splits what arrives into whole lines, keeping a partial last line for the next write.
 //
-// A write that fails (a bad line, a line over 1 MiB) ends the handle: what the write had not
+// A write that fails (a bad line, a line over 64 KiB) ends the handle: what the write had not
 // applied yet is dropped, and later writes on the handle fail at once (open the file again).
 // Kept, its lines would be parsed again with the next write, the ones before the bad line applied
 // a second time, and the buffer would grow with every write.
@@ -41,7 +41,9 @@ class LineSession : public ControlFs::WriteSession {
       for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
         line(trim(std::string_view(partial_).substr(start, nl - start)));
       partial_.erase(0, start);
-      if (partial_.size() > kMaxLine) throw Error(EINVAL, "a line over 1 MiB: not a path");
+      if (partial_.size() > kMaxLine) throw Error(EINVAL, "a line over 64 KiB: not a path");
+      // A large write leaves its capacity behind; handles are many (any user may open one).
+      if (partial_.capacity() > 2 * kMaxLine) partial_.shrink_to_fit();
       flush();
     } catch (...) {
       failed_ = true;
@@ -75,7 +77,7 @@ class LineSession : public ControlFs::WriteSession {
   uint64_t unknown_ = 0;
 
  private:
-  static constexpr size_t kMaxLine = 1u << 20;
+  static constexpr size_t kMaxLine = 64u << 10;  // a line is a path (PATH_MAX 4096) and a view
   std::string partial_;
   bool failed_ = false;
 };

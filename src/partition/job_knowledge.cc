@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 LogLimiter g_trim_log;
+LogLimiter g_forget_log;  // any user may write .prepfs/order: one per job name would flood the log
 // How far a sequence job reads past a position before its read of it counts as unseen: more than
 // DataLoader workers read out of order (workers x prefetch_factor x batch: 8 x 2 x 256).
 constexpr uint64_t kUnseenAfter = 4096;
@@ -106,8 +107,9 @@ JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
     if (jobs_.size() >= kMaxJobs) {
       auto idlest = std::min_element(jobs_.begin(), jobs_.end(),
                                      [](const auto& a, const auto& b) { return a.second->active < b.second->active; });
-      spdlog::warn("order: {} jobs known, the most kept; forgetting job {} (idle for {} reads) for job {}", jobs_.size(),
-                   idlest->first, clock_ - idlest->second->active, name);
+      if (g_forget_log.allow())
+        spdlog::warn("order: {} jobs known, the most kept; forgetting job {} (idle for {} reads) for job {}",
+                     jobs_.size(), idlest->first, clock_ - idlest->second->active, name);
       next_start_ = std::max(next_start_, idlest->second->end());
       jobs_.erase(idlest);
       update_future_locked();

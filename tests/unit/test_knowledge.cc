@@ -272,16 +272,16 @@ TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
   EXPECT_EQ(published("a"), 1u) << "the failed write's lines were parsed again";
   EXPECT_EQ(k.jobs().size(), 1u);
 
-  // A line that never ends: refused once over 1 MiB, and nothing more is buffered after that.
+  // A line that never ends: refused once over 64 KiB, and nothing more is buffered after that.
   auto endless = open_order_session(k, paths, nullptr);
-  const std::string piece(64 << 10, 'r');
+  const std::string piece(4 << 10, 'r');
   int taken = 0;
   try {
     for (; taken < 64; taken++) endless->write(piece);
   } catch (const Error& e) {
     EXPECT_EQ(e.err(), EINVAL);
   }
-  EXPECT_EQ(taken, 16);  // the 17th piece passes 1 MiB
+  EXPECT_EQ(taken, 16);  // the 17th piece passes 64 KiB
   EXPECT_THROW(endless->write("job c\nraw/x\n"), Error);
   endless->close();
   EXPECT_EQ(k.jobs().size(), 1u);
