@@ -42,7 +42,7 @@ RUN_CMD+="$0"
 for a in "$@"; do RUN_CMD+=" $(printf '%q' "$a")"; done
 REPO=$(cd "$BENCH/.." && pwd)
 if COMMIT=$(git -C "$REPO" rev-parse HEAD 2>/dev/null); then
-  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null || COMMIT+=" plus uncommitted changes"
+  [[ -z $(git -C "$REPO" status --porcelain 2>/dev/null) ]] || COMMIT+=" plus uncommitted changes"
 else
   COMMIT="unknown (not a git checkout)"
 fi
@@ -159,6 +159,11 @@ mkdir -p "$WORK/bin"
 cp "$PREPFS" "$WORK/bin/prepfs.tmp" && mv "$WORK/bin/prepfs.tmp" "$WORK/bin/prepfs"
 PREPFS_ORIG=$PREPFS
 PREPFS=$WORK/bin/prepfs
+# Which binary ran: the checkout's HEAD says nothing of a build that is stale or came from elsewhere.
+RUN_CMD+="; binary sha256 $(sha256sum "$PREPFS" | cut -c1-16)"
+if [[ -z ${PREPFS_BIN:-} ]] && ! ninja -C "$BUILD" -n tools/prepfs 2>/dev/null | grep -q "no work to do"; then
+  RUN_CMD+=" (BUILD_DIR is not up to date with its sources)"
+fi
 $PY -c 'import torch, torchvision, PIL, numpy' 2>/dev/null ||
   die "$PY lacks torch/torchvision/PIL/numpy (apt-get install python3-torch python3-torchvision python3-pil)"
 

@@ -6,7 +6,7 @@
 #   bench/transform/callgrind.sh BUILD_DIR DATA_DIR [N]
 # DATA_DIR should hold about N JPEGs (every file is loaded and, for some cases, decoded first,
 # under valgrind). Valgrind hides AVX-512 from the program, so the SIMD kernels run AVX2 here.
-# Needs valgrind (not in scripts/install-deps.sh's lists: apt-get install valgrind) and
+# Needs valgrind (scripts/install-deps.sh bench installs it) and
 # /usr/bin/python3 with PIL; checked before anything runs.
 set -eu
 if [ $# -lt 2 ]; then
@@ -20,7 +20,7 @@ here=$(dirname "$0")
 xf="$build/bench/transform/prepfs-xfbench"
 die() { echo "callgrind.sh: $*" >&2; exit 1; }
 command -v valgrind >/dev/null 2>&1 ||
-  die "valgrind is not installed (apt-get install valgrind; scripts/install-deps.sh does not list it)"
+  die "valgrind is not installed (scripts/install-deps.sh bench, or apt-get install valgrind)"
 [ -x "$xf" ] || die "$xf not found (ninja -C $build bench/transform/prepfs-xfbench)"
 /usr/bin/python3 -c 'import PIL' 2>/dev/null ||
   die "/usr/bin/python3 lacks PIL, for pil_bench.py (apt-get install python3-pil, or scripts/install-deps.sh test)"
