@@ -124,7 +124,7 @@ class SlowFs(mounts.SlowFs):
 def world_reachable_mountpoint(prefix="prepfs-"):
     """An empty directory every user can reach. pytest's tmp_path is root-only (0700), so on a
     mountpoint under it another user's access fails at the path walk, whatever the mount allows."""
-    d = tempfile.mkdtemp(prefix=prefix)
+    d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # not $TMPDIR: it may be private (libpam-tmpdir)
     try:
         os.chmod(d, 0o755)
         os.mkdir(os.path.join(d, "mnt"))
@@ -172,6 +172,14 @@ def sha256_file(path):
 
 def read_all(root, rels):
     return {rel: sha256_file(os.path.join(root, rel)) for rel in rels}
+
+
+def read_past_page_cache(path):
+    """Reads a FUSE file through to the daemon: its own pages are dropped first (the kernel keeps
+    raw pages across opens), not the whole machine's as drop_page_cache does."""
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        return f.read()
 
 
 def drop_page_cache():
