@@ -4,6 +4,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +49,27 @@ bool connection_is_dead(const std::string& abs) {
     answer->set_value(::statvfs(abs.c_str(), &sv) == 0 ? 0 : errno);
   }).detach();  // a hung daemon keeps the thread; the process goes on (and exits) without it
   return rc.wait_for(std::chrono::seconds(2)) == std::future_status::ready && rc.get() == ENOTCONN;
+}
+
+// 0 once a stat of path answers, else its errno: in a child process that holds none of our
+// descriptors. The daemon must not wait on its own mount itself: a request the kernel has handed
+// to our workers is waited for uninterruptibly, so were the daemon killed meanwhile (systemd
+// giving up on a slow start, kill -9) that thread would wait for workers that are gone, and keep
+// the process, its /dev/fuse descriptors and so the mount alive, stuck for good. The child holds
+// no /dev/fuse descriptor: once the daemon is gone the connection ends and the child's stat fails.
+int stat_answers_elsewhere(const std::string& path) {
+  const pid_t pid = fork();
+  if (pid < 0) return errno;
+  if (pid == 0) {  // only async-signal-safe calls here: the parent has threads
+    if (::close_range(3, ~0U, 0) != 0)
+      for (int fd = 3; fd < 65536; fd++) ::close(fd);
+    struct stat st;
+    _exit(::stat(path.c_str(), &st) == 0 ? 0 : (errno > 0 && errno < 256 ? errno : EIO));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return errno;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
 }
 
 // The file system type mounted on top at abs ("" when nothing is).
@@ -153,9 +175,8 @@ class ThreeSessions final : public Mount {
     control_->start();
 
     // Ready means answering: a request that travels through the kernel to our workers.
-    struct stat st;
-    if (::stat((ctl_cfg.mountpoint + "/stats").c_str(), &st) != 0)
-      throw_errno(errno, "the new mount at " + mountpoint + " does not answer");
+    if (const int err = stat_answers_elsewhere(ctl_cfg.mountpoint + "/stats"))
+      throw_errno(err, "the new mount at " + mountpoint + " does not answer");
   }
 
   void stop() override {

@@ -3,6 +3,7 @@ import errno
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -204,3 +205,47 @@ def test_help_and_version_exit_0():
         res = run(flag)
         assert res.returncode == 0, (flag, res.stderr)
         assert "prepfs" in res.stdout
+
+
+def abort_connections_under(path):
+    """Ends the FUSE connections of the mounts at or below path (fusectl), so a daemon stuck on its
+    own mount can exit, and unmounts them."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == str(path) or fields[4].startswith(str(path) + "/"):
+                minor = fields[2].split(":")[1]
+                try:
+                    with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as a:
+                        a.write("1")
+                except OSError:
+                    pass
+    force_unmount(str(path))
+
+
+def test_a_daemon_killed_as_its_mount_becomes_ready_exits(dirs):
+    # The daemon checks that its new mount answers with a stat of it. Made by the daemon itself,
+    # that stat's request, once handed to the workers, was waited for uninterruptibly: killed at
+    # that moment (a harness seeing the mount answer, systemd giving up), the process kept waiting
+    # for workers that were gone, held its /dev/fuse descriptors, and stayed stuck with its mount.
+    # The kill comes as the mount first answers, where the daemon's own check is in flight too.
+    stuck = 0
+    for i in range(25):
+        proc = subprocess.Popen([PREPFS_BIN, str(dirs / "src"), str(dirs / "mnt"), "-f", "-o",
+                                 f"ssd_dir={dirs}/ssd{i},log_level=warn"], stderr=subprocess.DEVNULL)
+        try:
+            # A tight loop, not wait_for's sleeps: the kill must come while the daemon's own stat
+            # may still be in flight.
+            stats, deadline = str(dirs / "mnt" / ".prepfs" / "stats"), time.monotonic() + 20
+            while not os.path.exists(stats) and proc.poll() is None and time.monotonic() < deadline:
+                pass
+            proc.kill()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                stuck += 1
+        finally:
+            abort_connections_under(dirs / "mnt")
+            proc.kill()
+            proc.wait(timeout=10)
+    assert stuck == 0, f"{stuck} of 25 daemons killed as their mount became ready did not exit"
