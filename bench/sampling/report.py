@@ -164,9 +164,28 @@ def importance(d, out):
                f"same initial weights and permutations across cases). Page cache: {d['page_cache']}. "
                f"lru runs with partition=fixed:100/0/0, where the placement pins which images RAM keeps, as "
                f"the daemon is deployed (a static 30% set, not textbook LRU; see the blob table above for that).\n")
+    if any("workers_cpu_s" not in e for r in runs for e in r["epochs"]):
+        STALE.append("*Importance*: the CPU per sample (only the trainer's main process was measured)")
+        out.append("**CPU:** the runs recorded before importance.py read its DataLoader workers' and the "
+                   "daemon's CPU measured the trainer's main process only (time.process_time()), without the "
+                   "two workers that read and decode every JPEG or the daemon: their total column is "
+                   "blank and the trainer column is not the pipeline's CPU per sample; a re-run is "
+                   "pending.\n")
     out.append("| case | sampler | eviction | hit ratio, epochs 2–E | ÷ uniform+lru | samples/epoch | "
-               "train loss, last epoch | test accuracy, last epoch | wall s/epoch | trainer CPU ms/sample |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+               "train loss, last epoch | test accuracy, last epoch | wall s/epoch | "
+               "CPU ms/sample (trainer+workers+daemon) | of which trainer | workers | daemon |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cpu_ms(r, *keys):  # CPU ms per sample over all epochs, None when a key was not recorded
+        eps = r["epochs"]
+        if any(k not in e for e in eps for k in keys):
+            return None
+        return 1e3 * sum(e[k] for e in eps for k in keys) / sum(e["samples"] for e in eps)
+
+    def cpu_col(rs, *keys):
+        vals = [cpu_ms(r, *keys) for r in rs]
+        return "—" if None in vals else spread(vals, "{:.2f}")
+
     base = {}
     for r in runs:
         if r["case"] == "uniform+lru":
@@ -183,7 +202,9 @@ def importance(d, out):
                    f"{spread([r['epochs'][-1]['train_loss'] for r in rs])} | "
                    f"{spread([r['epochs'][-1]['test_acc'] for r in rs])} | "
                    f"{spread([sum(e['wall_s'] for e in r['epochs']) / len(r['epochs']) for r in rs], '{:.1f}')} | "
-                   f"{spread([1e3 * sum(e['trainer_cpu_s'] for e in r['epochs']) / sum(e['samples'] for e in r['epochs']) for r in rs], '{:.2f}')} |")
+                   f"{cpu_col(rs, 'trainer_cpu_s', 'workers_cpu_s', 'daemon_cpu_s')} | "
+                   f"{cpu_col(rs, 'trainer_cpu_s')} | {cpu_col(rs, 'workers_cpu_s')} | "
+                   f"{cpu_col(rs, 'daemon_cpu_s')} |")
     out.append("\nTest accuracy by epoch (median over repeats):\n")
     E = d["epochs"]
     out.append("| case | " + " | ".join(f"epoch {e + 1}" for e in range(E)) + " |")
