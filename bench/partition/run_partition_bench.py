@@ -775,10 +775,13 @@ class Bench:
             busy1 = cpu_times()
             files = sum(r["files"] for r in per_epoch)
             result["epochs"] = [{"files_per_s": round(r["files_per_s"], 2), "seconds": round(r["seconds"], 4),
-                                 "lat_p50_ms": r.get("lat_p50_ms"), "lat_p99_ms": r.get("lat_p99_ms")}
+                                 "lat_p50_ms": r.get("lat_p50_ms"), "lat_p99_ms": r.get("lat_p99_ms"),
+                                 "daemon_cpu_s": r["daemon_cpu_s"]}
                                 for r in per_epoch]
             result["measured"] = files / t_sum if t_sum > 0 else 0.0
             result["daemon_cores"] = (d.cpu_seconds() - cpu0) / t_sum if t_sum > 0 else None
+            # The daemon's CPU per sample over the timed epochs (the drop_caches between them left out).
+            result["daemon_cpu_ms_per_sample"] = 1e3 * sum(r["daemon_cpu_s"] for r in per_epoch) / files if files else None
             dt, di = busy1[0] - busy0[0], busy1[1] - busy0[1]
             result["machine_busy"] = 1 - di / dt if dt > 0 else None
             src1 = slowfs_counters(source)
@@ -1020,8 +1023,22 @@ def analyse(sc):
     ca = [r["measured"] for r in conf if r["kind"] == "auto" and "measured" in r]
     cb = [r["measured"] for r in conf if r["kind"] == "best fixed" and "measured" in r]
     if ca and cb:
-        a["confirm"] = {"auto": ca, "best": cb, "ratio": median(ca) / median(cb)}
+        a["confirm"] = {"auto": ca, "best": cb, "ratio": median(ca) / median(cb),
+                        "auto_cpu_ms": [daemon_ms_per_sample(r) for r in conf if r["kind"] == "auto" and "measured" in r],
+                        "best_cpu_ms": [daemon_ms_per_sample(r) for r in conf if r["kind"] == "best fixed" and "measured" in r]}
     return a
+
+
+def daemon_ms_per_sample(r):
+    """The daemon's CPU ms per sample over a run's timed epochs: recorded per epoch since the
+    per-sample column was added; for older results.json, daemon_cores (CPU seconds over the timed
+    span, drop_caches between epochs included, per second of epochs) / measured (samples per second
+    of epochs)."""
+    if r.get("daemon_cpu_ms_per_sample") is not None:
+        return r["daemon_cpu_ms_per_sample"]
+    if r.get("daemon_cores") is not None and r.get("measured"):
+        return 1e3 * r["daemon_cores"] / r["measured"]
+    return None
 
 
 def verdict(value, target, fmt):
@@ -1060,7 +1077,8 @@ def write_report(data, out_dir):
         "docs/MODEL.md evaluated by this script on that placement and the same mount's inputs (a cross-check of "
         "the daemon's number); *pooled* = the same with each input the median over the scenario's mounts (separates model "
         "error from input-measurement error); *busy* = share of both cores busy (all tenants) during the timed "
-        "epochs; *daemon* = prepfs CPU seconds per second.",
+        "epochs; *daemon* = prepfs CPU seconds per second; *daemon ms/sample* = prepfs CPU per sample over the "
+        "timed epochs.",
         "",
     ]
     if m.get("legacy"):
@@ -1084,12 +1102,12 @@ def write_report(data, out_dir):
             pi = a["pooled_inputs"]
             lines += ["pooled inputs: " + ", ".join(f"{k} {pi[k]:.4g}" for k in sorted(pi) if pi[k]), ""]
         lines += ["| # | shares (RAM \\| SSD) | policy | n(f,t) | predicted /s | binding | harness /s | pooled /s | "
-                  "measured /s | meas/pred | busy | daemon | load (1 min) |",
-                  "|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "measured /s | meas/pred | busy | daemon | daemon ms/sample | load (1 min) |",
+                  "|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         runs = sorted(sc["runs"], key=lambda r: (r["kind"] != "auto", -(r.get("predicted") or 0)))
         for i, r in enumerate(runs, 1):
             if "measured" not in r:
-                lines.append(f"| {i} | {md(r['label'])} | {r.get('kind')} | - | - | - | - | - | FAILED | - | - | - | - |")
+                lines.append(f"| {i} | {md(r['label'])} | {r.get('kind')} | - | - | - | - | - | FAILED | - | - | - | - | - |")
                 continue
             pred = r.get("predicted")
             ratio = r["measured"] / pred if pred and math.isfinite(pred) and pred > 0 else None
@@ -1100,7 +1118,8 @@ def write_report(data, out_dir):
                 f"{fmt_num(r.get('harness_predicted'))} | {fmt_num(r.get('pooled_predicted'))} | "
                 f"{fmt_num(r['measured'])} | {fmt_num(ratio, 2)} | "
                 f"{fmt_num(100 * r['machine_busy'], 0) + '%' if r.get('machine_busy') is not None else '-'} | "
-                f"{fmt_num(r.get('daemon_cores'), 2)} | {r['load_end'].split()[0]} |")
+                f"{fmt_num(r.get('daemon_cores'), 2)} | {fmt_num(daemon_ms_per_sample(r), 2)} | "
+                f"{r['load_end'].split()[0]} |")
         lines.append("")
         pct = lambda v: f"{100 * v:.1f}%"
         num = lambda v: f"{v:.3f}"
@@ -1122,7 +1141,9 @@ def write_report(data, out_dir):
                 c = a["confirm"]
                 lines.append(f"- auto vs best fixed re-measured back to back (median of {len(c['auto'])}/{len(c['best'])}): "
                              f"{verdict(c['ratio'], 0.95, pct)} (auto {', '.join(fmt_num(x) for x in c['auto'])}; "
-                             f"best {', '.join(fmt_num(x) for x in c['best'])} /s)")
+                             f"best {', '.join(fmt_num(x) for x in c['best'])} /s; daemon CPU ms/sample: auto "
+                             f"{', '.join(fmt_num(x, 2) for x in c.get('auto_cpu_ms', []))}, best "
+                             f"{', '.join(fmt_num(x, 2) for x in c.get('best_cpu_ms', []))})")
             for k in ("all raw", "all decoded", "all augmented", "no cache"):
                 if k in a.get("auto_vs_single", {}):
                     lines.append(f"- auto vs {k} ({a['singles'][k]['label']}, measured "
@@ -1284,8 +1305,9 @@ def main():
     p.add_argument("--out", default=HERE, help="where results.md, results.json and the plots go")
     p.add_argument("--warmup", type=int, default=1, help="warm-up epochs of a fixed placement")
     p.add_argument("--auto-max-warmup", type=int, default=6, help="most warm-up epochs for partition=auto")
-    p.add_argument("--confirm-rounds", type=int, default=2,
-                   help="back-to-back re-measurements of auto and the best fixed placement")
+    p.add_argument("--confirm-rounds", type=int, default=3,
+                   help="back-to-back re-measurements of auto and the best fixed placement, the order "
+                        "alternating by round (default 3)")
     p.add_argument("--epochs", type=int, help="timed epochs per placement (default: per scenario)")
     p.add_argument("--max-placements", type=int, help="use only the first N grid placements (debugging)")
     p.add_argument("--drop-caches", choices=("always", "ssd", "never"), default="always",

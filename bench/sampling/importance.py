@@ -18,7 +18,9 @@ Every run reports its per-sample losses (report_loss), so only the mode and the 
 Hit ratio = 1 - source reads / samples read (prepfs stats), over epochs 2..E (the first is cold for
 all). Accuracy on 1000 held-out images generated the same way, after each epoch. Page cache: the
 loader drops each file's pages after reading it (posix_fadvise DONTNEED), so every read reaches
-prepfs. Writes results/importance.json.
+prepfs. CPU per sample, per epoch: the trainer's (the main process), its two DataLoader workers'
+(who read and decode; /proc of the iterator's workers) and the prepfs daemon's. Writes
+results/importance.json.
 """
 import argparse
 import io
@@ -107,6 +109,12 @@ def model(classes):
                          nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, classes))
 
 
+def workers_cpu(it):
+    """CPU seconds so far of a DataLoader iterator's worker processes (persistent: alive across
+    epochs, so the count only grows)."""
+    return sum(common.proc_cpu(w.pid) for w in getattr(it, "_workers", None) or [])
+
+
 def run(tools, work, dataset, classes, test, case, epochs, seed, ram):
     mode, eviction = {"uniform+lru": ("plain", "lru"), "importance+lru": ("importance", "lru"),
                       "importance+imp": ("importance", "importance")}[case]
@@ -121,12 +129,14 @@ def run(tools, work, dataset, classes, test, case, epochs, seed, ram):
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         lossf = nn.CrossEntropyLoss(reduction="none")
         out = []
+        workers0, it = 0.0, None  # the persistent workers start at the first epoch's iter()
         for epoch in range(epochs):
             sampler.set_epoch(epoch)
-            s0, t0, cpu0 = fs.stats(), time.time(), time.process_time()
+            s0, t0, cpu0, daemon0 = fs.stats(), time.time(), time.process_time(), fs.cpu()
             samples, loss_sum = 0, 0.0
             net.train()
-            for idx, (x, y) in loader:
+            it = iter(loader)
+            for idx, (x, y) in it:
                 losses = lossf(net(x), y)
                 opt.zero_grad()
                 losses.mean().backward()
@@ -135,6 +145,7 @@ def run(tools, work, dataset, classes, test, case, epochs, seed, ram):
                 samples += len(idx)
                 loss_sum += float(losses.sum())
             wall = time.time() - t0
+            trainer_cpu, daemon_cpu, workers1 = time.process_time() - cpu0, fs.cpu() - daemon0, workers_cpu(it)
             s1 = fs.stats()
             net.eval()
             with torch.no_grad():
@@ -143,11 +154,13 @@ def run(tools, work, dataset, classes, test, case, epochs, seed, ram):
                         "source_reads": s1["source"]["reads"] - s0["source"]["reads"],
                         "source_bytes": s1["source"]["bytes"] - s0["source"]["bytes"],
                         "ram_hits": s1["ram"]["hits"] - s0["ram"]["hits"], "wall_s": wall,
-                        "trainer_cpu_s": time.process_time() - cpu0, "load": common.loadavg()})
+                        "trainer_cpu_s": trainer_cpu, "workers_cpu_s": workers1 - workers0,
+                        "daemon_cpu_s": daemon_cpu, "load": common.loadavg()})
+            workers0 = workers1
             log(f"  {case} epoch {epoch}: loss {out[-1]['train_loss']:.3f} acc {acc:.3f} "
                 f"hit {1 - out[-1]['source_reads'] / samples:.3f} ({wall:.1f} s)")
         sampler.close()
-        del loader
+        del it, loader
         return {"options": fs.options, "mode": mode, "eviction": eviction, "epochs": out}
 
 

@@ -7,7 +7,9 @@ decoding on two shared cores).
 
 It prints "ready" once the dataset, sampler and workers are set up, waits for a line on stdin
 (so that concurrent jobs start together), then one JSON line per epoch and a last one with its
-CPU time. DataLoader workers move themselves into the readers' memory cgroup (CGROUP_PROCS is
+CPU time from "go" to the end of the last epoch: its own (all threads) and its DataLoader workers'
+(read from /proc while they are alive), less what it had used at "go" (the torch import, the
+ImageFolder scan over FUSE, the sampler's setup), so that only the timed epochs are charged. DataLoader workers move themselves into the readers' memory cgroup (CGROUP_PROCS is
 its cgroup.procs; "-" for none), so the page cache they fill is bounded.
 """
 import argparse
@@ -29,6 +31,37 @@ from prepfs import PrepfsSampler  # noqa: E402
 
 if sys.argv[1:] == ["--check-deps"]:  # jobs.py, before it starts: can this interpreter run a job?
     sys.exit(0)
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of a live process (all its threads), from /proc/PID/stat; 0 when
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def child_pids(it=None):
+    """This process's live children: the DataLoader iterator's workers when it has them, and
+    whatever /proc/self/task/*/children lists (every thread's forks)."""
+    pids = {w.pid for w in getattr(it, "_workers", None) or [] if w.pid}
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(x) for x in f.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def cpu_now(it=None):
+    """CPU seconds so far of this process, of its reaped children, and of its live children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+            + sum(proc_cpu(pid) for pid in child_pids(it)))
 
 
 def read_bytes(path):
@@ -63,6 +96,7 @@ def main():
     print("ready", flush=True)
     sys.stdin.readline()
     t_start = time.time()
+    cpu_go = cpu_now()  # the setup's CPU: not the samples'; persistent workers start at the first iter
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         t0 = time.time()
@@ -73,11 +107,14 @@ def main():
             nbytes += int(sizes.sum())
         print(json.dumps({"epoch": epoch, "samples": samples, "bytes": nbytes, "start": t0 - t_start,
                           "seconds": time.time() - t0}), flush=True)
+    wall = time.time() - t_start
+    cpu_end = cpu_now(it)  # the persistent workers are still alive: read from /proc
     sampler.close()
-    del it, loader  # the workers exit and are reaped: their CPU is in RUSAGE_CHILDREN
+    del it, loader  # the workers exit and are reaped
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-                      "wall_s": time.time() - t_start}), flush=True)
+    print(json.dumps({"cpu_s": cpu_end - cpu_go, "cpu_setup_s": cpu_go,
+                      "cpu_lifetime_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+                      "wall_s": wall}), flush=True)
 
 
 if __name__ == "__main__":

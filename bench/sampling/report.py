@@ -19,6 +19,11 @@ from bench_deps import ensure_matplotlib  # noqa: E402
 RESULTS = os.path.join(HERE, "results")
 
 
+# Numbers in results/ produced by a method since corrected: each section adds a line, and the
+# report lists them at its top.
+STALE = []
+
+
 def load(name):
     path = os.path.join(RESULTS, name)
     return json.load(open(path)) if os.path.exists(path) else None
@@ -90,14 +95,24 @@ def jobs(d, out):
     out.append(f"Dataset {ds['files']} files, {ds['bytes'] / 1e6:.0f} MB; source `{d['slowfs']}`; "
                f"prepfs RAM = 30% of the dataset, no SSD; {d['epochs']} epochs per job; each job a DataLoader "
                f"(2 persistent workers, batch 32) with PrepfsSampler (opportunistic window {d['window']}); "
-               f"page cache: the workers of all jobs in one {runs[0]['cgroup']} (peak page cache per run in "
-               f"the raw JSON); {len({r['repeat'] for r in runs})} repeats, cases shuffled within each.\n")
+               f"page cache: the workers of all jobs in one memory cgroup per run, its limit in the table "
+               f"(peak page cache per run in the raw JSON); {len({r['repeat'] for r in runs})} repeats, "
+               f"cases shuffled within each.\n")
+    if any(r.get("jobs_cpu_from") != "go" for r in runs):
+        STALE.append("*Concurrent jobs*: the CPU ms/sample column (the jobs' part counted each job's setup; "
+                     "see that section)")
+        out.append("**CPU ms/sample below is overstated** in the runs recorded before job.py reported its "
+                   "CPU from \"go\": their jobs' part is each job's whole lifetime, its setup included (the "
+                   "interpreter and torch import, the ImageFolder scan over FUSE, the sampler's setup), while "
+                   "the daemon's and slowfs's count from \"go\". Each value holds that setup CPU spread over "
+                   "the job's samples, so neither the values nor their ratios between rows are the timed "
+                   "epochs' CPU; a re-run is pending.\n")
     one = [r["source_bytes"] for r in runs if r["k"] == 1]
     one_plain = [r["source_bytes"] for r in runs if r["k"] == 1 and r["mode"] == "plain"]
     ref = median(one_plain) if one_plain else median(one)
-    out.append("| jobs | mode | source bytes per job-epoch (× dataset) | all jobs' source bytes ÷ one plain job's | "
+    out.append("| jobs | mode | readers' cgroup | source bytes per job-epoch (× dataset) | all jobs' source bytes ÷ one plain job's | "
                "samples/s per job | makespan s | CPU ms/sample (jobs+daemon+slowfs) | load at the end |")
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for k in sorted({r["k"] for r in runs}):
         for mode in ("plain", "opportunistic"):
             rs = [r for r in runs if r["k"] == k and r["mode"] == mode]
@@ -109,7 +124,8 @@ def jobs(d, out):
             mk = [r["makespan_s"] for r in rs]
             samples = [k * d["epochs"] * ds["files"] for r in rs]
             cpu = [1e3 * (r["jobs_cpu_s"] + r["daemon_cpu_s"] + r["slowfs_cpu_s"]) / s for r, s in zip(rs, samples)]
-            out.append(f"| {k} | {mode} | {spread(per, '{:.2f}')} | {spread(rel, '{:.2f}')} | "
+            cgroups = sorted({r["cgroup"] for r in rs})  # each run's own limit (it grows with k)
+            out.append(f"| {k} | {mode} | {'; '.join(cgroups)} | {spread(per, '{:.2f}')} | {spread(rel, '{:.2f}')} | "
                        f"{spread(rate, '{:.0f}')} | {spread(mk, '{:.1f}')} | {spread(cpu, '{:.2f}')} | "
                        f"{', '.join(r['load'].split()[0] for r in rs)} |")
 
@@ -148,9 +164,28 @@ def importance(d, out):
                f"same initial weights and permutations across cases). Page cache: {d['page_cache']}. "
                f"lru runs with partition=fixed:100/0/0, where the placement pins which images RAM keeps, as "
                f"the daemon is deployed (a static 30% set, not textbook LRU; see the blob table above for that).\n")
+    if any("workers_cpu_s" not in e for r in runs for e in r["epochs"]):
+        STALE.append("*Importance*: the CPU per sample (only the trainer's main process was measured)")
+        out.append("**CPU:** the runs recorded before importance.py read its DataLoader workers' and the "
+                   "daemon's CPU measured the trainer's main process only (time.process_time()), without the "
+                   "two workers that read and decode every JPEG or the daemon: their total column is "
+                   "blank and the trainer column is not the pipeline's CPU per sample; a re-run is "
+                   "pending.\n")
     out.append("| case | sampler | eviction | hit ratio, epochs 2–E | ÷ uniform+lru | samples/epoch | "
-               "train loss, last epoch | test accuracy, last epoch | wall s/epoch | trainer CPU ms/sample |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+               "train loss, last epoch | test accuracy, last epoch | wall s/epoch | "
+               "CPU ms/sample (trainer+workers+daemon) | of which trainer | workers | daemon |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cpu_ms(r, *keys):  # CPU ms per sample over all epochs, None when a key was not recorded
+        eps = r["epochs"]
+        if any(k not in e for e in eps for k in keys):
+            return None
+        return 1e3 * sum(e[k] for e in eps for k in keys) / sum(e["samples"] for e in eps)
+
+    def cpu_col(rs, *keys):
+        vals = [cpu_ms(r, *keys) for r in rs]
+        return "—" if None in vals else spread(vals, "{:.2f}")
+
     base = {}
     for r in runs:
         if r["case"] == "uniform+lru":
@@ -167,7 +202,9 @@ def importance(d, out):
                    f"{spread([r['epochs'][-1]['train_loss'] for r in rs])} | "
                    f"{spread([r['epochs'][-1]['test_acc'] for r in rs])} | "
                    f"{spread([sum(e['wall_s'] for e in r['epochs']) / len(r['epochs']) for r in rs], '{:.1f}')} | "
-                   f"{spread([1e3 * sum(e['trainer_cpu_s'] for e in r['epochs']) / sum(e['samples'] for e in r['epochs']) for r in rs], '{:.2f}')} |")
+                   f"{cpu_col(rs, 'trainer_cpu_s', 'workers_cpu_s', 'daemon_cpu_s')} | "
+                   f"{cpu_col(rs, 'trainer_cpu_s')} | {cpu_col(rs, 'workers_cpu_s')} | "
+                   f"{cpu_col(rs, 'daemon_cpu_s')} |")
     out.append("\nTest accuracy by epoch (median over repeats):\n")
     E = d["epochs"]
     out.append("| case | " + " | ".join(f"epoch {e + 1}" for e in range(E)) + " |")
@@ -271,6 +308,9 @@ def main():
         if d:
             data[name] = d
             fn(d, out)
+    if STALE:
+        out[2:2] = ["> **Note: some numbers below were measured by a method since corrected; a re-run is "
+                    "pending.** " + "; ".join(STALE) + ".\n"]
     out.append("\n" + " ".join(f"![{n}]({n})" for n in plots(data)))
     with open(os.path.join(HERE, "results.md"), "w") as f:
         f.write("\n".join(out) + "\n")
