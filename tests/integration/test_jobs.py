@@ -163,12 +163,18 @@ def resident_bits(mnt):
     return {n: bool(bits[i // 8] >> (i % 8) & 1) for i, n in enumerate(names)}
 
 
-def test_the_importance_file_changes_what_stays_cached(dataset, tmp_path):
+def importance_mount(dataset, tmp_path):
+    """A mount whose RAM holds 30% of the raw bytes, evicting by importance, and the files."""
     files = raw_files(dataset)
     total = sum(os.path.getsize(os.path.join(dataset, p)) for p in files)
     (tmp_path / "mnt").mkdir()
     opts = f"ram={int(total * 0.3)},ssd=0,partition=fixed:100/0/0,eviction=importance,prefetch_window=0"
-    with Prepfs(dataset, tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+    return Prepfs(dataset, tmp_path / "mnt", tmp_path / "ssd", opts), files
+
+
+def test_the_importance_file_changes_what_stays_cached(dataset, tmp_path):
+    mount, files = importance_mount(dataset, tmp_path)
+    with mount as fs:
         with open(os.path.join(fs.mnt, ".prepfs", "samples")) as f:
             index = {l.split("\t")[0]: i for i, l in enumerate(f.read().splitlines())}
         important = set(random.Random(5).sample(files, len(files) // 5))
@@ -203,11 +209,8 @@ print(json.dumps([rel[i] for i in order]))
 # stand-in): its order is published under its job, an opportunistic walk takes what the daemon
 # has resident first, and its reported losses reach the importance policy.
 def test_the_sampler_publishes_walks_residency_first_and_reports_losses_to_the_daemon(dataset, tmp_path):
-    files = raw_files(dataset)
-    total = sum(os.path.getsize(os.path.join(dataset, p)) for p in files)
-    (tmp_path / "mnt").mkdir()
-    opts = f"ram={int(total * 0.3)},ssd=0,partition=fixed:100/0/0,eviction=importance,prefetch_window=0"
-    with Prepfs(dataset, tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+    mount, files = importance_mount(dataset, tmp_path)
+    with mount as fs:
         rng = random.Random(8)
         warm = set(rng.sample(files, 10))
         for p in warm:
