@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -822,50 +823,21 @@ TEST(TierManager, AJoinedFillIsWaitedForAtMostFillWait) {
   EXPECT_EQ(str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("refetched"); })), "late");
 }
 
-// Work ahead whose render gives way on transform memory (FillWithdrawn) fails its own flight only: a
-// reader that joined it fills for itself. It got the EBUSY, meant for the work ahead.
-TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
-  test::TempDir dir;
-  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
-  TierManager tm(cfg);
+// A fill of "x" that fails with what `fail` throws once a reader has joined it: the filler's errno,
+// and what the reader got (its bytes, or its error's message).
+struct JoinedFailure {
+  int filler_err;
+  std::string reader;
+};
+JoinedFailure join_a_fill_that_fails(TierManager& tm, const std::function<void()>& fail) {
   std::promise<void> go;
   std::shared_future<void> gate = go.get_future().share();
-  auto ahead = std::async(std::launch::async, [&] {
+  auto filler = std::async(std::launch::async, [&] {
     try {
       tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
         gate.wait();
-        throw FillWithdrawn("transform memory in use; the work ahead gives way");
-      });
-      return 0;
-    } catch (const Error& e) {
-      return e.err();
-    }
-  });
-  while (load(tm.counters().fills) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  auto reader = std::async(std::launch::async, [&] {
-    return str(tm.get_or_fill(key_for("x"), Form::raw, [] { return chunk_of("the reader's"); }));
-  });
-  while (load(tm.counters().joined) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  go.set_value();
-  EXPECT_EQ(ahead.get(), EBUSY);
-  EXPECT_EQ(reader.get(), "the reader's");
-  EXPECT_EQ(load(tm.counters().fill_errors), 0u) << "giving way counted as a failed fill";
-}
-
-// Only a withdrawal sends a joined reader to fill for itself: any other error, EBUSY included, is
-// the fill's answer and reaches the readers that joined it. The join used to tell the two apart by
-// the errno alone.
-TEST(TierManager, AJoinedFillThatFailsWithEbusyGivesTheReaderItsError) {
-  test::TempDir dir;
-  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
-  TierManager tm(cfg);
-  std::promise<void> go;
-  std::shared_future<void> gate = go.get_future().share();
-  auto first = std::async(std::launch::async, [&] {
-    try {
-      tm.get_or_fill(key_for("x"), Form::raw, [&]() -> ChunkRef {
-        gate.wait();
-        throw Error(EBUSY, "the source is busy");
+        fail();
+        return nullptr;
       });
       return 0;
     } catch (const Error& e) {
@@ -882,8 +854,32 @@ TEST(TierManager, AJoinedFillThatFailsWithEbusyGivesTheReaderItsError) {
   });
   while (load(tm.counters().joined) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   go.set_value();
-  EXPECT_EQ(first.get(), EBUSY);
-  EXPECT_EQ(reader.get(), "the source is busy");
+  return {filler.get(), reader.get()};
+}
+
+// Work ahead whose render gives way on transform memory (FillWithdrawn) fails its own flight only: a
+// reader that joined it fills for itself. It got the EBUSY, meant for the work ahead.
+TEST(TierManager, AReaderThatJoinedWorkAheadThatGaveWayFillsForItself) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  TierManager tm(cfg);
+  const JoinedFailure got =
+      join_a_fill_that_fails(tm, [] { throw FillWithdrawn("transform memory in use; the work ahead gives way"); });
+  EXPECT_EQ(got.filler_err, EBUSY);
+  EXPECT_EQ(got.reader, "the reader's");
+  EXPECT_EQ(load(tm.counters().fill_errors), 0u) << "giving way counted as a failed fill";
+}
+
+// Only a withdrawal sends a joined reader to fill for itself: any other error, EBUSY included, is
+// the fill's answer and reaches the readers that joined it. The join used to tell the two apart by
+// the errno alone.
+TEST(TierManager, AJoinedFillThatFailsWithEbusyGivesTheReaderItsError) {
+  test::TempDir dir;
+  CacheConfig cfg{1 << 20, 0, dir.path(), "lru"};
+  TierManager tm(cfg);
+  const JoinedFailure got = join_a_fill_that_fails(tm, [] { throw Error(EBUSY, "the source is busy"); });
+  EXPECT_EQ(got.filler_err, EBUSY);
+  EXPECT_EQ(got.reader, "the source is busy");
   EXPECT_EQ(load(tm.counters().fills), 1u);
   EXPECT_EQ(load(tm.counters().fill_errors), 1u);
 }
