@@ -239,8 +239,7 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
   note_if_late(k);
   return cache_.get_or_fill(
       k, Form::augmented, [&] { return staged_or(k, TakenBy::read, [&] { return render_augmented(s, variant); }); },
-      admission,
-      s.node);
+      admission, s.node);
 }
 
 // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded, or whose
