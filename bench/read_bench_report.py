@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 
 
 def machine_info():
@@ -33,11 +34,9 @@ def fmt(value, digits=1):
 
 
 def median(values):
-    values = sorted(v for v in values if v is not None)
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    """statistics.median of the values measured (None: not measured), None when there are none."""
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def epochs(row):
