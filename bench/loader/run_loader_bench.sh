@@ -13,6 +13,8 @@
 #   aug4   aug_reuse=4                           augmented/ PPM, each variant served 4 times
 #   npy    decoded_format=npy,aug_reuse=1        augmented/ NPY
 #   npy4   decoded_format=npy,aug_reuse=4        augmented/ NPY, each variant served 4 times
+#   augfix aug_reuse=1000000                     augmented/ PPM, one variant for the run: the FUSE floor
+#   npyfix decoded_format=npy,aug_reuse=1000000  the same for NPY
 # COMPARE="OPTION ..." adds, for each option, mounts aug and npy with that option too (cases
 # augmented@OPTION, npy@OPTION), measured in the same rounds: COMPARE="cpu=auto cpu=2".
 # COMPARE_R4="OPTION ..." does the same for aug4 and npy4 (cases augmented-r4@OPTION,
@@ -72,13 +74,15 @@ READY_TIMEOUT_S=30
 STOP_TIMEOUT_S=15
 
 DATASET=$WORK/dataset
-MOUNTS="main aug aug4 npy npy4"
+MOUNTS="main aug aug4 npy npy4 augfix npyfix"
 declare -A OPTS=(
   [main]="aug_reuse=1"
   [aug]="aug_reuse=1"
   [aug4]="aug_reuse=4"
   [npy]="decoded_format=npy,aug_reuse=1"
   [npy4]="decoded_format=npy,aug_reuse=4"
+  [augfix]="aug_reuse=1000000"
+  [npyfix]="decoded_format=npy,aug_reuse=1000000"
 )
 declare -A COMPARED=()  # mount -> the option it adds
 i=0
@@ -194,6 +198,8 @@ case_mount augmented aug
 case_mount augmented-r4 aug4
 case_mount npy npy
 case_mount npy-r4 npy4
+case_mount augmented-fixed augfix
+case_mount npy-fixed npyfix
 for m in $MOUNTS; do
   [[ -n ${COMPARED[$m]:-} ]] || continue
   case $m in
