@@ -46,6 +46,22 @@ uint64_t index_source_hash(const Source& source) {
 
 namespace {
 
+// Whether a directory's scanned mtime is too close to the scan's start to prove it was listed
+// whole. A file added just after the listing, within the same timestamp tick, leaves the
+// directory's mtime and ctime as the scan saw them, so no fingerprint taken later can show the
+// change (git calls such index entries "racy"). File timestamps come from the kernel's coarse
+// clock, up to a tick (10 ms at HZ=100) behind the fine one the scan's start was read from;
+// 100 ms covers that. A whole-second mtime suggests a file system with 1 s (or 2 s: FAT)
+// timestamps, where the tick is that long. The rule assumes the source's clock is this
+// machine's, as it is for a local file system.
+bool racy(const Tree& tree, uint32_t id) {
+  if (tree.scanned_at_ns() == 0) return false;  // read from an index whose directories all proved unchanged
+  constexpr int64_t kFineTickNs = 100'000'000, kCoarseTickNs = 2'000'000'000, kSecondNs = 1'000'000'000;
+  const int64_t mtime = tree.node(id).mtime_ns;
+  const int64_t tick = mtime % kSecondNs == 0 ? kCoarseTickNs : kFineTickNs;
+  return mtime >= tree.scanned_at_ns() - tick;
+}
+
 // Whether the directory's metadata is still what the scan saw before listing it.
 bool still_as_scanned(const Tree& tree, uint32_t id, Source& source, const std::string& path) {
   try {
@@ -74,7 +90,7 @@ std::string encode_index(const Tree& tree, Source& source) {
     // (a file added, removed or renamed) must not be trusted next time: its fingerprint now
     // would match, and the change would stay unseen until the directory changed again. The
     // fingerprint is taken first, so a change during this check shows in the stat after it.
-    if (!still_as_scanned(tree, id, source, path)) fp = DirFingerprint::never();
+    if (racy(tree, id) || !still_as_scanned(tree, id, source, path)) fp = DirFingerprint::never();
     dirs.push_back(DirRecord{id, 0, *fp});
   }
   IndexHeader h{};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +27,10 @@ struct ScanEntry {
 }  // namespace
 
 Tree Tree::scan(Source& source) {
+  // Before the first listing: every change the listings could have missed comes after it.
+  const int64_t started_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   std::vector<ScanEntry> entries;
   std::unordered_map<std::string, uint32_t> dir_index;  // rel path of a directory -> entry
   source.scan([&](const std::string& rel, const SourceStat& st) {
@@ -47,6 +52,7 @@ Tree Tree::scan(Source& source) {
   dir_index.clear();
 
   Tree t;
+  t.scanned_at_ns_ = started_ns;
   std::vector<Owner> owners;  // distinct, in order of appearance
   {
     std::unordered_set<uint64_t> seen;

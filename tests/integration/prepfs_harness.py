@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
 sys.path.insert(0, BENCH)
@@ -160,6 +161,16 @@ def make_dataset(root, files=120, seed=1):
     os.symlink("/etc/hostname", os.path.join(root, "a/link_abs"))
     os.symlink("dangling_target", os.path.join(root, "a/b/dangling"))
     return digests
+
+
+def age_directories(root, seconds=3600):
+    """Sets the mtime of root and every directory under it `seconds` back (with a sub-second part).
+    A directory changed just before a scan is never trusted by the persisted index (its listing
+    may have missed a same-tick change): a case that expects the next mount to reuse the index
+    ages a dataset it has just made."""
+    t = time.time_ns() - seconds * 1_000_000_000 + 123
+    for dirpath, _, _ in os.walk(root):
+        os.utime(dirpath, ns=(t, t), follow_symlinks=False)
 
 
 def sha256_file(path):

@@ -25,6 +25,19 @@ using namespace prepfs;
 
 namespace {
 
+// Sets the mtime of every directory under src to `when` (default: an hour back, with a
+// sub-second part). An hour back: a change the case makes next moves it, however coarse the file
+// system's clock (where timestamps tick every few ms, before 6.13's multigrain timestamps, a file
+// added within the tick of the last change left the directory's mtime and ctime as the scan saw
+// them), and the index trusts the directories (a directory changed just before its scan is
+// "racy": never reused, see encode_index).
+void age_directories(const test::TempDir& d, timespec when = {time(nullptr) - 3600, 123}) {
+  const timespec times[2] = {when, when};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(d / "src"))
+    if (e.is_directory() && !e.is_symlink()) utimensat(AT_FDCWD, e.path().c_str(), times, 0);
+  utimensat(AT_FDCWD, (d / "src").c_str(), times, 0);
+}
+
 void make_tree(const test::TempDir& d) {
   d.write("src/b/z.txt", "zz");
   d.write("src/b/a.txt", "aaa");
@@ -33,15 +46,7 @@ void make_tree(const test::TempDir& d) {
   d.write("src/empty", "");
   std::filesystem::create_directories(d / "src/emptydir");
   symlink("b/a.txt", (d / "src/link").c_str());
-  // Every directory's mtime an hour back: a change the case makes next moves it, however coarse
-  // the file system's clock. Where timestamps tick every few ms (kernels before 6.13's
-  // multigrain timestamps), a file added within the tick of the last change left the directory's
-  // mtime and ctime as the scan saw them.
-  const timespec hour_ago{time(nullptr) - 3600, 0};
-  const timespec times[2] = {hour_ago, hour_ago};
-  for (const auto& e : std::filesystem::recursive_directory_iterator(d / "src"))
-    if (e.is_directory() && !e.is_symlink()) utimensat(AT_FDCWD, e.path().c_str(), times, 0);
-  utimensat(AT_FDCWD, (d / "src").c_str(), times, 0);
+  age_directories(d);
 }
 
 std::string read_all(DataFs& fs, uint64_t ino, uint64_t size, size_t step) {
@@ -108,6 +113,7 @@ TEST(TreeStore, AFileAddedBetweenTheScanAndTheSaveIsFoundNextMount) {
   d.write("src/b/late.txt", "late");
   save_tree(scanned, src, idx);
   EXPECT_FALSE(load_tree(src, idx)) << "reused an index that misses a file of its directory";
+  age_directories(d);  // so that the rescan's index is trusted: b/ changed just now
   TreeLoad next = load_or_scan_tree(src, idx);
   EXPECT_FALSE(next.from_index);
   EXPECT_TRUE(next.tree.lookup(*next.tree.lookup(Tree::kRoot, "b"), "late.txt"));
@@ -122,6 +128,7 @@ TEST(TreeStore, ADirectoryTheScanCouldNotListIsListedAgainNextMount) {
   test::TempDir d;
   make_tree(d);
   d.write("src/locked/inside.txt", "inside");
+  age_directories(d);
   ::chmod(d.path().c_str(), 0755);
   ::chmod((d / "src").c_str(), 0755);
   ::chmod((d / "src/locked").c_str(), 0700);  // root's: another user may not open it
@@ -145,6 +152,43 @@ TEST(TreeStore, ADirectoryTheScanCouldNotListIsListedAgainNextMount) {
   EXPECT_FALSE(next.from_index) << "reused an index that misses the files of a directory it could not list";
   EXPECT_TRUE(next.tree.lookup(*next.tree.lookup(Tree::kRoot, "locked"), "inside.txt"));
   EXPECT_TRUE(load_or_scan_tree(again, idx).from_index);  // and from then on, reused as usual
+}
+
+// A directory's fingerprint cannot show a file added after its listing within the same
+// timestamp tick: mtime and ctime stay as the scan saw them, and the next mount would reuse an
+// index without the file until the directory changed again. A directory whose mtime is that
+// close to the scan's start is therefore never trusted; the race itself needs a coarse clock
+// (kernels before 6.13) and luck, so the cases check the rule.
+TEST(TreeStore, ADirectoryChangedJustBeforeItsScanIsListedAgainNextMount) {
+  test::TempDir d;
+  make_tree(d);
+  d.write("src/b/fresh.txt", "fresh");  // b/ changes now, just before the scan
+  PosixSource src(d / "src");
+  const std::string idx = d / "index.bin";
+  save_tree(Tree::scan(src), src, idx);
+  EXPECT_FALSE(load_tree(src, idx)) << "trusted a directory that changed just before its scan";
+  age_directories(d);  // b/ an hour old by the next scan: trusted from then on
+  EXPECT_FALSE(load_or_scan_tree(src, idx).from_index);
+  EXPECT_TRUE(load_or_scan_tree(src, idx).from_index);
+}
+
+// The window is 100 ms where timestamps have a sub-second part, 2 s where they are whole
+// seconds (a file system with 1 s or FAT's 2 s timestamps, whose tick is that long).
+TEST(TreeStore, TheRacyWindowIsATickOfTheDirectorysTimestamps) {
+  test::TempDir d;
+  make_tree(d);
+  PosixSource src(d / "src");
+  const std::string idx = d / "index.bin";
+  const timespec now{time(nullptr), 0};
+  age_directories(d, {now.tv_sec - 1, 500'000'000});  // 0.5 to 1.5 s before the scan, fine-grained
+  save_tree(Tree::scan(src), src, idx);
+  EXPECT_TRUE(load_tree(src, idx)) << "a directory changed over 100 ms before a fine-grained scan is trusted";
+  age_directories(d, {now.tv_sec - 1, 0});  // whole seconds, within 2 s
+  save_tree(Tree::scan(src), src, idx);
+  EXPECT_FALSE(load_tree(src, idx)) << "a whole-second mtime within 2 s of the scan must not be trusted";
+  age_directories(d, {now.tv_sec - 5, 0});
+  save_tree(Tree::scan(src), src, idx);
+  EXPECT_TRUE(load_tree(src, idx));
 }
 
 TEST(TreeStore, CorruptIndexIsRebuilt) {

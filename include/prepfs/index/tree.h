@@ -53,6 +53,11 @@ class Tree {
   // Scans the whole source (one listing of every directory).
   static Tree scan(Source& source);
 
+  // The wall-clock time (CLOCK_REALTIME, ns) at which scan() began, 0 for a tree read from an
+  // index. A directory whose mtime is this recent may have changed after it was listed within the
+  // same timestamp tick, which its fingerprint cannot show: encode_index() never trusts it.
+  int64_t scanned_at_ns() const { return scanned_at_ns_; }
+
   size_t size() const { return nodes_.size(); }
   const Node& node(uint32_t id) const { return nodes_[id]; }
   std::string_view name(uint32_t id) const;
@@ -123,6 +128,7 @@ class Tree {
   uint64_t file_count_ = 0;
   uint64_t image_count_ = 0;     // read and updated through atomic_ref (set_dims)
   uint64_t unprobed_count_ = 0;  // likewise
+  int64_t scanned_at_ns_ = 0;
   void count_files();
 };
 
