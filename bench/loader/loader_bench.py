@@ -425,6 +425,9 @@ def write_report(a, info, names, results, final_stats, nimages):
         w("- cases with aug_reuse R > 1 (a new variant every R opens): a full warm-up epoch in every round and "
           "the timed epochs rounded up to a multiple of R, so each sample renders epochs/R times while timed: "
           + "; ".join(f"{n}: R = {rr}, {ep} timed epochs" for n, rr, ep in reused))
+    if any(base(n).endswith("-fixed") for n in names):
+        w("- -fixed cases (aug_reuse=1000000: one variant per sample for the whole run, rendered in round 1's "
+          "warm-up): a full warm-up epoch in every round too, and the timed epochs as given (no reuse cycle)")
     elif any("r4" in n for n in names) and not any("aug_reuse" in r_ for n in names for r_ in results[n]):
         w("- **aug_reuse = 4 cases measured by the old method** (results without `aug_reuse`/`epochs`): the timed "
           "epochs did not cover a whole reuse cycle and the warm-up after round 1 broke off, so renders per image "
@@ -471,16 +474,24 @@ def write_report(a, info, names, results, final_stats, nimages):
           "medians over rounds; ratios paired within a round.")
         w("")
         w("| case | limit CPU ms/img | floor CPU ms/img | case CPU ms/img | floor vs limit (wall / CPU-bound) "
-          "| case vs floor (wall / CPU-bound) | case vs limit (wall / CPU-bound) | share of the CPU gap that is the floor |")
+          "| case vs floor (wall / CPU-bound) | case vs limit (wall / CPU-bound) | share of the CPU gap that is the floor (per round: median, range) |")
         w("|---|---:|---:|---:|---|---|---|---:|")
         for n, fl, lim in floor_rows:
             cl, cf, cn = m(lim, "cpu_ms_per_img"), m(fl, "cpu_ms_per_img"), m(n, "cpu_ms_per_img")
-            share = None if None in (cl, cf, cn) or cn <= cl else max(0.0, cf - cl) / (cn - cl)
+            # Per round (the three cases of one round share its conditions), clamped to [0, 1]:
+            # medians taken apart over rounds can disagree with the paired ratios when close.
+            shares = [min(1.0, max(0.0, (f_["cpu_ms_per_img"] - l_["cpu_ms_per_img"]) /
+                                   (c_["cpu_ms_per_img"] - l_["cpu_ms_per_img"])))
+                      for c_, f_, l_ in zip(results[n], results[fl], results[lim])
+                      if all("cpu_ms_per_img" in x for x in (c_, f_, l_))
+                      and c_["cpu_ms_per_img"] > l_["cpu_ms_per_img"]]
+            share = (f"{100 * med(shares):.0f}% ({100 * min(shares):.0f}-{100 * max(shares):.0f}%)"
+                     if shares else "-")
 
             def both(x, ref):
                 return f"{f(paired(x, ref), 2)}x / {f(paired(x, ref, 'cpu_bound_img_s'), 2)}x"
             w(f"| {n} | {f(cl, 2)} | {f(cf, 2)} | {f(cn, 2)} | {both(fl, lim)} | {both(n, fl)} | {both(n, lim)} | "
-              f"{'-' if share is None else f'{100 * share:.0f}%'} |")
+              f"{share} |")
         w("")
     w("## Per image: loader CPU, daemon CPU and img/s (medians over rounds, timed epochs only)")
     w("")
