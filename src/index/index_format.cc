@@ -1,5 +1,6 @@
 #include "prepfs/index/index_format.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -52,11 +53,13 @@ namespace {
 // change (git calls such index entries "racy"). File timestamps come from the kernel's coarse
 // clock, up to a tick (10 ms at HZ=100) behind the fine one the scan's start was read from;
 // 100 ms covers that. A whole-second mtime suggests a file system with 1 s (or 2 s: FAT)
-// timestamps, where the tick is that long. The rule assumes the source's clock is this
-// machine's, as it is for a local file system.
+// timestamps, where the tick is that long, plus the coarse clock's lag. A directory whose mtime
+// is past the scan's start (a clock set back, an archive unpacked with future times) is never
+// trusted either: it is listed again at every mount until the clock passes it. The rule assumes
+// the source's clock is this machine's, as it is for a local file system.
 bool racy(const Tree& tree, uint32_t id) {
   if (tree.scanned_at_ns() == 0) return false;  // read from an index whose directories all proved unchanged
-  constexpr int64_t kFineTickNs = 100'000'000, kCoarseTickNs = 2'000'000'000, kSecondNs = 1'000'000'000;
+  constexpr int64_t kFineTickNs = 100'000'000, kCoarseTickNs = 2'100'000'000, kSecondNs = 1'000'000'000;
   const int64_t mtime = tree.node(id).mtime_ns;
   const int64_t tick = mtime % kSecondNs == 0 ? kCoarseTickNs : kFineTickNs;
   return mtime >= tree.scanned_at_ns() - tick;
@@ -77,6 +80,7 @@ bool still_as_scanned(const Tree& tree, uint32_t id, Source& source, const std::
 
 std::string encode_index(const Tree& tree, Source& source) {
   std::vector<DirRecord> dirs;
+  uint64_t racy_dirs = 0;
   for (uint32_t id = 0; id < tree.size(); id++) {
     if (!tree.is_dir(id)) continue;
     const std::string path = tree.path(id);
@@ -90,9 +94,18 @@ std::string encode_index(const Tree& tree, Source& source) {
     // (a file added, removed or renamed) must not be trusted next time: its fingerprint now
     // would match, and the change would stay unseen until the directory changed again. The
     // fingerprint is taken first, so a change during this check shows in the stat after it.
-    if (racy(tree, id) || !still_as_scanned(tree, id, source, path)) fp = DirFingerprint::never();
+    if (racy(tree, id)) {
+      fp = DirFingerprint::never();
+      racy_dirs++;
+    } else if (!still_as_scanned(tree, id, source, path)) {
+      fp = DirFingerprint::never();
+    }
     dirs.push_back(DirRecord{id, 0, *fp});
   }
+  if (racy_dirs > 0)
+    spdlog::info("metadata index: directories changed within a timestamp tick of the scan, or with future "
+                 "mtimes: {}; the next mount lists the source again",
+                 racy_dirs);
   IndexHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;

@@ -9,7 +9,7 @@ import time
 import pytest
 from PIL import Image
 
-from prepfs_harness import Prepfs
+from prepfs_harness import Prepfs, age_directories, wait_for
 
 SECRET = b"SECRET bytes that live outside the source, never to be served"
 
@@ -194,9 +194,15 @@ def test_a_file_changed_under_an_immutable_mount_is_served_again_after_a_remount
     src.mkdir()
     (tmp_path / "mnt").mkdir()
     (src / "f.bin").write_bytes(b"abc")
+    # Made just now: without this, the first mount's index would not trust src/ (changed within a
+    # tick of the scan), and the second mount would rescan whether or not the marker worked.
+    age_directories(src)
     with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
         os.chmod(src / "f.bin", 0o600)
         assert read_or_errno(fs.raw("f.bin")) == errno.EIO
     with Prepfs(src, tmp_path / "mnt", tmp_path / "ssd") as fs:
+        wait_for(lambda: "index reused" in fs.log_text() or "index scanned" in fs.log_text(), timeout=5,
+                 what="the summary line")
+        assert "not reused: files changed under the last mount" in fs.log_text()
         assert read_or_errno(fs.raw("f.bin")) == b"abc"
         assert os.stat(fs.raw("f.bin")).st_mode & 0o777 == 0o600

@@ -179,14 +179,17 @@ TEST(TreeStore, TheRacyWindowIsATickOfTheDirectorysTimestamps) {
   make_tree(d);
   PosixSource src(d / "src");
   const std::string idx = d / "index.bin";
-  const timespec now{time(nullptr), 0};
-  age_directories(d, {now.tv_sec - 1, 500'000'000});  // 0.5 to 1.5 s before the scan, fine-grained
+  age_directories(d, {time(nullptr) - 1, 500'000'000});  // 0.5 to 1.5 s before the scan, fine-grained
   save_tree(Tree::scan(src), src, idx);
   EXPECT_TRUE(load_tree(src, idx)) << "a directory changed over 100 ms before a fine-grained scan is trusted";
-  age_directories(d, {now.tv_sec - 1, 0});  // whole seconds, within 2 s
+  // The last second, whole: over 1 s back, so only the whole-second window can flag it. Early
+  // in a second, so the scan starts well within its 2.1 s (0.8 s to spare).
+  timespec now{};
+  while (clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_nsec > 200'000'000) usleep(50'000);
+  age_directories(d, {now.tv_sec - 1, 0});
   save_tree(Tree::scan(src), src, idx);
   EXPECT_FALSE(load_tree(src, idx)) << "a whole-second mtime within 2 s of the scan must not be trusted";
-  age_directories(d, {now.tv_sec - 5, 0});
+  age_directories(d, {time(nullptr) - 5, 0});
   save_tree(Tree::scan(src), src, idx);
   EXPECT_TRUE(load_tree(src, idx));
 }
