@@ -103,7 +103,7 @@ const std::vector<OptionDoc>& option_docs() {
       {"max_input", "SIZE", "refuse image files larger than this in decoded/ and augmented/ with EIO (default 128M)"},
       {"transform_mem", "SIZE",
        "memory all decodes and augments in progress may use together (default 128M per cpu core, at least 512M, at "
-       "most a quarter of the RAM, never below 64M)"},
+       "most a quarter of the RAM, never below 64M); as much again bounds what open augmented/ handles hold"},
       {"fast_paths", "BOOL", "DCT-domain downscaling for augmented/ (default 1)"},
       {"crop_decode", "BOOL", "decode only the crop region for augmented/ (same bytes, same errors; default 1)"},
       {"aug_page_cache", "BOOL",

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "prepfs/common/error.h"
@@ -13,7 +14,7 @@ namespace prepfs {
 
 AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse,
                          double timeout, Owner unowned, HeaderProber* prober, RenderAhead* ahead, bool page_cache,
-                         FileRevalidator* revalidator, Invalidations* invalidations)
+                         FileRevalidator* revalidator, Invalidations* invalidations, uint64_t held_budget)
     : tree_(tree),
       store_(store),
       counters_(counters),
@@ -25,7 +26,8 @@ AugmentedFs::AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& cou
       timeout_(timeout),
       unowned_(unowned),
       opens_(new std::atomic<uint32_t>[tree.size()]),
-      pages_(page_cache ? std::make_unique<VariantPages>(tree.size()) : nullptr) {
+      pages_(page_cache ? std::make_unique<VariantPages>(tree.size()) : nullptr),
+      held_budget_(held_budget) {
   for (size_t i = 0; i < tree.size(); i++) opens_[i].store(0, std::memory_order_relaxed);
   if (revalidator_ && invalidations)
     revalidator_->on_change([invalidations](uint32_t node, const FileVersion&) { invalidations->push(node + 1); });
@@ -109,7 +111,15 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   OpenReply r;
   using Mode = VariantPages::Mode;
   const Mode mode = pages_ ? pages_->open(node, variant, bytes) : Mode::bypass;
-  r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_ ? uint64_t(mode) : 0);
+  const uint64_t pages_tag = pages_ ? uint64_t(mode) : 0;
+  if (take_held(bytes->size())) {
+    r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_tag);
+  } else {
+    r.fh = kUnheldBit | next_unheld_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(unheld_mu_);
+    unheld_.emplace(r.fh, Unheld{s, variant, last_serve, pages_tag});
+    bump(counters_.augmented_unheld_opens);
+  }
   r.direct_io = mode == Mode::bypass;
   // A bypassing handle leaves the pages of the others alone; the first of new bytes drops them.
   r.keep_cache = pages_ && mode != Mode::invalidate;
@@ -118,17 +128,60 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   return r;
 }
 
+bool AugmentedFs::take_held(size_t size) {
+  uint64_t held = held_.load(std::memory_order_relaxed);
+  do {
+    // One handle may always hold its bytes: a variant larger than the budget would otherwise be
+    // rendered again on every read.
+    if (held != 0 && (held > held_budget_ || size > held_budget_ - held)) return false;
+  } while (!held_.compare_exchange_weak(held, held + size, std::memory_order_relaxed));
+  return true;
+}
+
+std::vector<Slice> AugmentedFs::read_unheld(uint32_t node, uint64_t fh, uint64_t off, size_t size) {
+  Unheld u;
+  {
+    std::lock_guard lock(unheld_mu_);
+    auto it = unheld_.find(fh);
+    if (it == unheld_.end()) throw Error(EBADF, "unknown handle");
+    u = it->second;
+  }
+  if (u.pages_tag == uint64_t(VariantPages::Mode::invalidate)) pages_->invalidated(node);
+  // The sample as opened: a file changed since fails the render (EIO) instead of serving
+  // another version's variant to a handle that may have read part of this one.
+  ChunkRef bytes = store_.augmented(u.sample, u.variant, u.last_serve);
+  if (off >= bytes->size()) return {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(size, bytes->size() - off));
+  return {Slice{bytes, bytes->data() + off, n}};
+}
+
 std::vector<Slice> AugmentedFs::read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) {
-  uint64_t tag = 0;
-  std::vector<Slice> out = open_.read(fh, off, size, &tag);
-  if (tag == uint64_t(VariantPages::Mode::invalidate)) pages_->invalidated(node_of(ino));
+  std::vector<Slice> out;
+  if (fh & kUnheldBit) {
+    out = read_unheld(node_of(ino), fh, off, size);
+  } else {
+    uint64_t tag = 0;
+    out = open_.read(fh, off, size, &tag);
+    if (tag == uint64_t(VariantPages::Mode::invalidate)) pages_->invalidated(node_of(ino));
+  }
   bump(counters_.augmented_reads);
   for (const Slice& s : out) bump(counters_.augmented_read_bytes, s.len);
   return out;
 }
 
 void AugmentedFs::release(uint64_t ino, uint64_t fh) {
-  const uint64_t tag = open_.release(fh);
+  uint64_t tag = 0;
+  if (fh & kUnheldBit) {
+    std::lock_guard lock(unheld_mu_);
+    auto it = unheld_.find(fh);
+    if (it == unheld_.end()) return;
+    tag = it->second.pages_tag;
+    unheld_.erase(it);
+  } else {
+    size_t held = 0;
+    tag = open_.release(fh, &held);
+    held_.fetch_sub(held, std::memory_order_relaxed);
+  }
   if (tag != 0 && pages_) pages_->release(node_of(ino), VariantPages::Mode(tag));
 }
 

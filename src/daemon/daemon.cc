@@ -399,7 +399,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   const double timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
   p.augmented_fs = std::make_unique<AugmentedFs>(*p.tree, *p.store, p.views, opts.aug_reuse, timeout, dc.unowned,
                                                  p.prober.get(), p.render_ahead.get(), opts.aug_page_cache,
-                                                 &p.data_fs->revalidator(), &p.augmented_invalidations);
+                                                 &p.data_fs->revalidator(), &p.augmented_invalidations,
+                                                 p.renderer->config().transform_mem);
   // What was staged for a file's old version is never served (the keys name it): its room goes.
   p.data_fs->revalidator().on_change([&p](uint32_t node, const FileVersion&) { p.staging->drop_sample(node); });
   p.image_names = std::make_unique<ImageNames>(*p.tree, transform::extension(p.shapes.format));

@@ -239,6 +239,9 @@ std::string render_metrics(const StatsSources& s) {
   counter("prepfs_augmented_page_invalidations_total",
           "Opens of augmented/ that had the kernel drop the file's older pages.",
           load(fc.augmented_page_invalidations));
+  counter("prepfs_augmented_unheld_opens_total",
+          "Opens of augmented/ past the bytes open handles may hold: their reads render the variant again.",
+          load(fc.augmented_unheld_opens));
   counter("prepfs_fs_revalidations_total", "Files revalidated against the source (metadata_ttl).",
           load(fc.revalidations));
 

@@ -126,7 +126,7 @@ std::string render_stats_json(const StatsSources& s) {
       "\n"
       R"(  "cache": {{"fills": {}, "fill_errors": {}, "joined": {}, "recent_bytes": {}, "recent_entries": {}, "ssd_spare_bytes": {}, "ssd_spare_entries": {}}},)"
       "\n"
-      R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}, "augmented_opens": {}, "augmented_reads": {}, "augmented_read_bytes": {}, "augmented_page_cache_opens": {}, "augmented_page_invalidations": {}}},)"
+      R"(  "fs": {{"reads": {}, "read_bytes": {}, "read_errors": {}, "revalidations": {}, "changed_files": {}, "augmented_opens": {}, "augmented_reads": {}, "augmented_read_bytes": {}, "augmented_page_cache_opens": {}, "augmented_page_invalidations": {}, "augmented_unheld_opens": {}}},)"
       "\n"
       R"(  "transform": {{"decoded": {}, "augmented": {}, "augmented_from_decoded": {}, "stopped_below_crop": {}, "errors": {}, "cpu_seconds": {:.6f}, "cpu_waits": {}, "cpu_wait_seconds": {:.6f}, "slot_busy_seconds": {:.6f}, "cpu_slots": {}, "memory_waits": {}, "timeouts": {}}},)"
       "\n"
@@ -138,7 +138,7 @@ std::string render_stats_json(const StatsSources& s) {
       load(cc.fill_errors), load(cc.joined), recent.bytes, recent.entries, spare.bytes, spare.entries, load(fc.reads),
       load(fc.read_bytes), load(fc.read_errors), load(fc.revalidations), load(fc.changed_files), load(fc.augmented_opens),
       load(fc.augmented_reads), load(fc.augmented_read_bytes), load(fc.augmented_page_cache_opens),
-      load(fc.augmented_page_invalidations), load(rc.decoded),
+      load(fc.augmented_page_invalidations), load(fc.augmented_unheld_opens), load(rc.decoded),
       load(rc.augmented), load(rc.from_decoded), load(rc.stopped_below_crop), load(rc.errors), double(load(rc.cpu_ns)) / 1e9, load(rc.waits),
       double(load(rc.cpu_wait_ns)) / 1e9, double(load(rc.slot_busy_ns)) / 1e9, load(rc.cpu_slots),
       load(rc.memory_waits), load(rc.timeouts), s.tree.size(), s.tree.file_count(), s.tree.image_count(),

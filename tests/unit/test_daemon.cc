@@ -18,6 +18,7 @@
 
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/core/augmented_fs.h"
 #include "prepfs/index/image_probe.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/partition/planner.h"
@@ -211,6 +212,42 @@ TEST(Daemon, ARestartWithAnotherSeedServesItsOwnVariantsNotTheCachedOnes) {
 // Files that are not samples are admitted as read, and the plan leaves room for their bytes. A
 // lazy first mount knows only the headers it read at mount (64 here of 105 files); once every
 // header is read the plan counts them all. It kept the count from mount for good.
+// Handles hold their variants' bytes up to transform_mem between them (64M here). A reader that
+// keeps more files open used to make the daemon hold every variant it had opened: memory without
+// a bound. Past the allowance a handle keeps only what defines its variant, and its reads render
+// it again: every handle must still read exactly the variant its open was given (compared with a
+// daemon of the same seed that opens and closes one at a time), and the allowance comes back at
+// release.
+TEST(Daemon, HandlesPastTheHeldBytesAllowanceReadTheirOwnVariantRenderedAgain) {
+  const std::string options = "seed=3,transform_mem=64M,render_ahead=0";
+  Rig rig(options), ref_rig(options);
+  Daemon d(rig.opts), ref(ref_rig.opts);
+  auto& fs = dynamic_cast<AugmentedFs&>(d.augmented_fs());
+  const uint64_t aug = walk(fs, 1, "cls/img1.ppm"), ref_aug = walk(ref.augmented_fs(), 1, "cls/img1.ppm");
+  const uint64_t size = fs.getattr(aug).size;
+  const size_t held = (64u << 20) / size, opens = held + 6;
+  std::vector<uint64_t> handles;
+  for (size_t i = 0; i < opens; i++) handles.push_back(fs.open(aug, O_RDONLY).fh);
+  EXPECT_EQ(load(d.views().augmented_unheld_opens), opens - held);
+  EXPECT_LE(fs.held_bytes(), uint64_t(64) << 20);
+  const uint64_t renders = load(d.renders().augmented);
+  for (size_t i = 0; i < opens; i++) {
+    std::string got;
+    for (uint64_t off = 0;;) {  // in small reads: an unheld handle renders on each
+      std::vector<Slice> slices = fs.read(aug, handles[i], off, 64 << 10);
+      if (slices.empty()) break;
+      for (const Slice& sl : slices) got.append(sl.data, sl.len), off += sl.len;
+    }
+    ASSERT_EQ(got, read_file(ref.augmented_fs(), ref_aug)) << "open " << i << " of " << opens;
+  }
+  EXPECT_GT(load(d.renders().augmented), renders) << "the unheld handles' reads rendered nothing";
+  for (uint64_t fh : handles) fs.release(aug, fh);
+  EXPECT_EQ(fs.held_bytes(), 0u);
+  const uint64_t unheld = load(d.views().augmented_unheld_opens);
+  fs.release(aug, fs.open(aug, O_RDONLY).fh);
+  EXPECT_EQ(load(d.views().augmented_unheld_opens), unheld) << "the allowance did not come back";
+}
+
 TEST(Daemon, ThePlanOnACompleteIndexLeavesRoomForEveryFileThatIsNoSample) {
   Rig rig("probe=lazy");
   constexpr int kTexts = 100;

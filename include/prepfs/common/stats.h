@@ -119,6 +119,8 @@ struct ViewCounters {
   std::atomic<uint64_t> augmented_read_bytes{0};
   std::atomic<uint64_t> augmented_page_cache_opens{0};
   std::atomic<uint64_t> augmented_page_invalidations{0};
+  // augmented/ opens past the bytes open handles may hold: their reads render the variant again.
+  std::atomic<uint64_t> augmented_unheld_opens{0};
 };
 
 // Prefetching from published orders (store/prefetcher.h).

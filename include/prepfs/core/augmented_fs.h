@@ -8,11 +8,21 @@
 // still reads ahead in large requests instead of the reader's own small ones. VariantPages
 // decides per open whether the handle may use the page cache, so that no reader ever sees
 // another variant's pages (aug_page_cache=0: every handle bypasses it with direct_io).
+//
+// Memory: the handles hold their variants' bytes up to `held_budget` between them. Past it, an
+// open keeps only what defines its variant (the sample as opened, and the variant's number), and
+// each read renders it again: the same bytes, since a variant is a function of the seed, the
+// file's version and the number (or EIO, when the file changed since). A reader that keeps many
+// files open (a list of open files, a descriptor leak) then costs CPU, not unbounded memory.
 // Inodes: node id + 1 (the session's root, inode 1, is the source root).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "prepfs/common/stats.h"
 #include "prepfs/core/file_revalidator.h"
@@ -38,10 +48,11 @@ class AugmentedFs final : public Filesystem {
   // getattrs and opens under metadata_ttl, as raw/ and decoded/ do: an augmented-only job would
   // otherwise never see a changed file (old variants, or EIO on every open). A changed file's
   // inode goes to `invalidations` (this session's): the kernel's size of it may be another now.
+  // held_budget: the bytes open handles may hold (see above; one handle always may).
   AugmentedFs(const Tree& tree, SampleStore& store, ViewCounters& counters, unsigned aug_reuse, double timeout,
               Owner unowned = {}, HeaderProber* prober = nullptr, RenderAhead* ahead = nullptr,
               bool page_cache = true, FileRevalidator* revalidator = nullptr,
-              Invalidations* invalidations = nullptr);
+              Invalidations* invalidations = nullptr, uint64_t held_budget = UINT64_MAX);
 
   Attr getattr(uint64_t ino) override;
   Attr lookup(uint64_t parent, std::string_view name) override;
@@ -58,8 +69,20 @@ class AugmentedFs final : public Filesystem {
     return node < tree_.size() ? (opens_[node].load(std::memory_order_relaxed) + later) / aug_reuse_ : 0;
   }
   unsigned aug_reuse() const { return aug_reuse_; }
+  uint64_t held_bytes() const { return held_.load(std::memory_order_relaxed); }
 
  private:
+  // A handle past the held budget: what renders its variant again on each read.
+  struct Unheld {
+    Sample sample;  // as opened: its version is checked again by the render
+    uint32_t variant = 0;
+    bool last_serve = false;
+    uint64_t pages_tag = 0;  // VariantPages::Mode as an OpenSnapshots tag, 0 without pages
+  };
+  static constexpr uint64_t kUnheldBit = uint64_t(1) << 63;  // never set in OpenSnapshots' handles
+  bool take_held(size_t size);
+  std::vector<Slice> read_unheld(uint32_t node, uint64_t fh, uint64_t off, size_t size);
+
   uint32_t node_of(uint64_t ino) const;
   Attr attr(uint32_t node) const;
 
@@ -76,6 +99,11 @@ class AugmentedFs final : public Filesystem {
   std::unique_ptr<std::atomic<uint32_t>[]> opens_;  // per node: opens so far
   OpenSnapshots open_;
   std::unique_ptr<VariantPages> pages_;  // null with aug_page_cache=0
+  const uint64_t held_budget_;
+  std::atomic<uint64_t> held_{0};  // bytes the handles in open_ hold
+  std::atomic<uint64_t> next_unheld_{0};
+  std::mutex unheld_mu_;
+  std::unordered_map<uint64_t, Unheld> unheld_;  // by handle (kUnheldBit set)
 };
 
 }  // namespace prepfs

@@ -35,12 +35,15 @@ class OpenSnapshots {
 
   void check(uint64_t fh) const { get(fh, nullptr); }  // throws EBADF for an unknown handle
 
-  // Forgets the handle; returns its tag (0 for an unknown handle).
-  uint64_t release(uint64_t fh) {
+  // Forgets the handle; returns its tag (0 for an unknown handle), and the size it held in
+  // `size` (if not null; 0 for an unknown handle).
+  uint64_t release(uint64_t fh, size_t* size = nullptr) {
+    if (size) *size = 0;
     std::lock_guard lock(mu_);
     auto it = open_.find(fh);
     if (it == open_.end()) return 0;
     uint64_t tag = it->second.tag;
+    if (size) *size = it->second.bytes.len;
     open_.erase(it);
     return tag;
   }
