@@ -116,8 +116,10 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
     r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_tag);
   } else {
     r.fh = kUnheldBit | next_unheld_.fetch_add(1, std::memory_order_relaxed);
+    // The header the open's render read (a lazy first mount's), so every read renders alike.
+    Unheld u{s.dims.known() ? s : store_.resolve(node), variant, bytes->size(), pages_tag};
     std::lock_guard lock(unheld_mu_);
-    unheld_.emplace(r.fh, Unheld{s, variant, last_serve, pages_tag});
+    unheld_.emplace(r.fh, std::move(u));
     bump(counters_.augmented_unheld_opens);
   }
   r.direct_io = mode == Mode::bypass;
@@ -147,10 +149,11 @@ std::vector<Slice> AugmentedFs::read_unheld(uint32_t node, uint64_t fh, uint64_t
     u = it->second;
   }
   if (u.pages_tag == uint64_t(VariantPages::Mode::invalidate)) pages_->invalidated(node);
+  if (off >= u.size) return {};
   // The sample as opened: a file changed since fails the render (EIO) instead of serving
   // another version's variant to a handle that may have read part of this one.
-  ChunkRef bytes = store_.augmented(u.sample, u.variant, u.last_serve);
-  if (off >= bytes->size()) return {};
+  ChunkRef bytes = store_.rerender(u.sample, u.variant);
+  if (bytes->size() != u.size) throw Error(EIO, "augmented " + u.sample.path + " changed while open");
   const size_t n = static_cast<size_t>(std::min<uint64_t>(size, bytes->size() - off));
   return {Slice{bytes, bytes->data() + off, n}};
 }

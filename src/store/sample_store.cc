@@ -242,6 +242,16 @@ ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_ser
       admission, s.node);
 }
 
+ChunkRef SampleStore::rerender(const Sample& s, uint32_t variant) {
+  if (!s.dims.known()) throw Error(EIO, "re-render of " + s.path + " without its header");
+  const CacheKey k = key(s, Form::augmented, variant, 0);
+  if (ChunkRef kept = cache_.lookup(k)) return kept;
+  if (jobs_.staging)
+    if (ChunkRef staged = jobs_.staging->peek(k)) return staged;
+  renderer_.check_renderable(s);
+  return render_augmented(s, variant);
+}
+
 // Decoded pixels at hand make the render cheapest. A sample the placement keeps decoded, or whose
 // decoded form the shared tier keeps, gets its pixels decoded (and admitted, and published)
 // first, so an epoch read through augmented/ fills the decoded slots too.

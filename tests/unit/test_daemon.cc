@@ -209,9 +209,6 @@ TEST(Daemon, ARestartWithAnotherSeedServesItsOwnVariantsNotTheCachedOnes) {
   EXPECT_EQ(load(again.cache().counters().ssd.hits), 0u);
 }
 
-// Files that are not samples are admitted as read, and the plan leaves room for their bytes. A
-// lazy first mount knows only the headers it read at mount (64 here of 105 files); once every
-// header is read the plan counts them all. It kept the count from mount for good.
 // Handles hold their variants' bytes up to transform_mem between them (64M here). A reader that
 // keeps more files open used to make the daemon hold every variant it had opened: memory without
 // a bound. Past the allowance a handle keeps only what defines its variant, and its reads render
@@ -248,6 +245,51 @@ TEST(Daemon, HandlesPastTheHeldBytesAllowanceReadTheirOwnVariantRenderedAgain) {
   EXPECT_EQ(load(d.views().augmented_unheld_opens), unheld) << "the allowance did not come back";
 }
 
+// An unheld handle renders its variant from the file as its open saw it. The file rewritten in
+// between: its reads give that same variant (from pixels still cached) or EIO, never the new
+// file's variant, and never a mix.
+TEST(Daemon, AnUnheldHandleNeverReadsAVariantOfTheFileRewrittenSinceItsOpen) {
+  const std::string options = "seed=3,transform_mem=64M,render_ahead=0";
+  Rig rig(options), old_rig(options), new_rig(options);
+  const Rig::Size bigger{80, 60, 3};
+  const std::vector<uint8_t> rewritten =
+      xt::encode_jpeg(xt::synthetic_samples(bigger.width, bigger.height, 3, 99), bigger.width, bigger.height, 3);
+  new_rig.dir.write("src/cls/img0.jpg", str(rewritten));
+  Daemon d(rig.opts), old_ref(old_rig.opts), new_ref(new_rig.opts);
+  auto& fs = dynamic_cast<AugmentedFs&>(d.augmented_fs());
+  const uint64_t filler = walk(fs, 1, "cls/img1.ppm"), victim = walk(fs, 1, "cls/img0.ppm");
+  std::vector<uint64_t> held;
+  while (fs.held_bytes() + fs.getattr(filler).size <= (uint64_t(64) << 20))
+    held.push_back(fs.open(filler, O_RDONLY).fh);
+  const uint64_t unheld = load(d.views().augmented_unheld_opens);
+  const uint64_t fh = fs.open(victim, O_RDONLY).fh;  // variant 0 of img0
+  ASSERT_EQ(load(d.views().augmented_unheld_opens), unheld + 1);
+  rig.dir.write("src/cls/img0.jpg", str(rewritten));
+  const std::string before = read_file(old_ref.augmented_fs(), walk(old_ref.augmented_fs(), 1, "cls/img0.ppm"));
+  const std::string after = read_file(new_ref.augmented_fs(), walk(new_ref.augmented_fs(), 1, "cls/img0.ppm"));
+  ASSERT_NE(before, after);
+  std::string got;
+  int err = 0;
+  try {
+    for (uint64_t off = 0;;) {
+      std::vector<Slice> slices = fs.read(victim, fh, off, 64 << 10);
+      if (slices.empty()) break;
+      for (const Slice& sl : slices) got.append(sl.data, sl.len), off += sl.len;
+    }
+  } catch (const Error& e) {
+    err = e.err();
+  }
+  if (err != 0)
+    EXPECT_EQ(err, EIO);
+  else
+    EXPECT_EQ(got, before) << "an unheld handle read another version's variant";
+  fs.release(victim, fh);
+  for (uint64_t h : held) fs.release(filler, h);
+}
+
+// Files that are not samples are admitted as read, and the plan leaves room for their bytes. A
+// lazy first mount knows only the headers it read at mount (64 here of 105 files); once every
+// header is read the plan counts them all. It kept the count from mount for good.
 TEST(Daemon, ThePlanOnACompleteIndexLeavesRoomForEveryFileThatIsNoSample) {
   Rig rig("probe=lazy");
   constexpr int kTexts = 100;

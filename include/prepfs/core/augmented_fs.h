@@ -12,7 +12,8 @@
 // Memory: the handles hold their variants' bytes up to `held_budget` between them. Past it, an
 // open keeps only what defines its variant (the sample as opened, and the variant's number), and
 // each read renders it again: the same bytes, since a variant is a function of the seed, the
-// file's version and the number (or EIO, when the file changed since). A reader that keeps many
+// file's version and the number (or EIO, when the file changed since; ETIMEDOUT when the render
+// waited a minute for memory or a cpu slot). A reader that keeps many
 // files open (a list of open files, a descriptor leak) then costs CPU, not unbounded memory.
 // Inodes: node id + 1 (the session's root, inode 1, is the source root).
 #pragma once
@@ -74,9 +75,9 @@ class AugmentedFs final : public Filesystem {
  private:
   // A handle past the held budget: what renders its variant again on each read.
   struct Unheld {
-    Sample sample;  // as opened: its version is checked again by the render
+    Sample sample;  // as opened, header known: its version is checked again by the render
     uint32_t variant = 0;
-    bool last_serve = false;
+    uint64_t size = 0;       // what the open's render gave, and the kernel was told
     uint64_t pages_tag = 0;  // VariantPages::Mode as an OpenSnapshots tag, 0 without pages
   };
   static constexpr uint64_t kUnheldBit = uint64_t(1) << 63;  // never set in OpenSnapshots' handles

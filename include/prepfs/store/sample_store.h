@@ -67,6 +67,11 @@ class SampleStore {
   // Variant `variant` of the augmented file. On its last serve the variant is never admitted to
   // a tier (and a cached copy is dropped): nobody will ask for it again.
   ChunkRef augmented(const Sample& s, uint32_t variant, bool last_serve);
+  // The variant again, for a handle that did not keep the bytes its open got (core/augmented_fs.h):
+  // s as that open rendered it (header known). A copy a tier or the staging holds serves, left in
+  // place; otherwise it is rendered outside the cache: nothing admitted, taken or counted as a
+  // request, only the render itself.
+  ChunkRef rerender(const Sample& s, uint32_t variant);
   // Drops every cached entry of one form of a sample: its raw chunks, its decoded pixels, or
   // augmented variants `variant` and the one before (the partition moved it elsewhere).
   void forget(const Sample& s, Form form, uint32_t variant);
