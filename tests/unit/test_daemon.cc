@@ -249,7 +249,9 @@ TEST(Daemon, HandlesPastTheHeldBytesAllowanceReadTheirOwnVariantRenderedAgain) {
 // between: its reads give that same variant (from pixels still cached) or EIO, never the new
 // file's variant, and never a mix.
 TEST(Daemon, AnUnheldHandleNeverReadsAVariantOfTheFileRewrittenSinceItsOpen) {
-  const std::string options = "seed=3,transform_mem=64M,render_ahead=0";
+  // metadata_ttl=0: the stat after the rewrite moves the index to the new version, as a
+  // revalidating mount would; the handle must keep to the version its open rendered.
+  const std::string options = "seed=3,transform_mem=64M,render_ahead=0,metadata_ttl=0";
   Rig rig(options), old_rig(options), new_rig(options);
   const Rig::Size bigger{80, 60, 3};
   const std::vector<uint8_t> rewritten =
@@ -265,6 +267,7 @@ TEST(Daemon, AnUnheldHandleNeverReadsAVariantOfTheFileRewrittenSinceItsOpen) {
   const uint64_t fh = fs.open(victim, O_RDONLY).fh;  // variant 0 of img0
   ASSERT_EQ(load(d.views().augmented_unheld_opens), unheld + 1);
   rig.dir.write("src/cls/img0.jpg", str(rewritten));
+  fs.getattr(victim);  // revalidates: the index now holds the new version
   const std::string before = read_file(old_ref.augmented_fs(), walk(old_ref.augmented_fs(), 1, "cls/img0.ppm"));
   const std::string after = read_file(new_ref.augmented_fs(), walk(new_ref.augmented_fs(), 1, "cls/img0.ppm"));
   ASSERT_NE(before, after);
