@@ -207,6 +207,7 @@ struct Daemon::Parts {
   std::string cache_dir;
   std::unique_ptr<CacheDirLock> lock;
   bool index_reused = false;
+  bool restarted = false;  // over an index of this source, reused or rescanned (TreeLoad::restarted)
   std::unique_ptr<Tree> tree;
   SampleShapes shapes;
   std::once_flag samples_once;
@@ -268,7 +269,7 @@ struct Daemon::Parts {
     headers_done = true;
     persist_index();
     profiler->refresh_sizes();
-    planner->plan_with_complete_index("every image header read", index_reused, other_bytes());
+    planner->plan_with_complete_index("every image header read", restarted, other_bytes());
   }
 
   // shared_forms=auto, each profiler tick: the forms worth sharing from what the profiler and the
@@ -347,6 +348,7 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
                loaded.from_index ? "loaded the persisted index:" : "scanned", loaded.tree.size(), opts.source, secs,
                format_size(loaded.tree.memory_bytes()));
   p.index_reused = loaded.from_index;
+  p.restarted = loaded.restarted;
   p.tree = std::make_unique<Tree>(std::move(loaded.tree));
 
   p.knowledge = std::make_unique<JobKnowledge>(p.tree->size());

@@ -166,8 +166,8 @@ std::optional<Tree> load_tree(Source& source, const std::string& path) {
 TreeLoad load_or_scan_tree(Source& source, const std::string& path, bool probe) {
   // Read once: a file that is refused is said so once in the log.
   std::optional<StoredIndex> previous = read_index(source, path);
-  if (previous && still_fresh(*previous, source, path)) return TreeLoad{std::move(previous->tree), true};
-  TreeLoad out{Tree::scan(source), false};
+  if (previous && still_fresh(*previous, source, path)) return TreeLoad{std::move(previous->tree), true, true};
+  TreeLoad out{Tree::scan(source), false, previous.has_value()};
   // The previous index, stale as it may be, still knows the headers of files that kept their
   // version: only new or changed files are probed again (one read each, a round trip on S3).
   probe_images(out.tree, source, probe ? 16 : 0, previous ? &previous->tree : nullptr);

@@ -18,6 +18,9 @@ namespace prepfs {
 struct TreeLoad {
   Tree tree;
   bool from_index = false;  // true when the persisted index was reused
+  // An intact index of this source was there, reused or not (stale, a directory changed): a
+  // restart, whose caches hold what the last mount chose.
+  bool restarted = false;
 };
 
 // Loads path if it exists, is intact, belongs to this source and every directory's fingerprint
