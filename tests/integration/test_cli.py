@@ -229,7 +229,7 @@ def test_a_daemon_killed_as_its_mount_becomes_ready_exits(dirs):
     # that moment (a harness seeing the mount answer, systemd giving up), the process kept waiting
     # for workers that were gone, held its /dev/fuse descriptors, and stayed stuck with its mount.
     # The kill comes as the mount first answers, where the daemon's own check is in flight too.
-    stuck = 0
+    stuck = answered = 0
     for i in range(25):
         proc = subprocess.Popen([PREPFS_BIN, str(dirs / "src"), str(dirs / "mnt"), "-f", "-o",
                                  f"ssd_dir={dirs}/ssd{i},log_level=warn"], stderr=subprocess.DEVNULL)
@@ -239,6 +239,7 @@ def test_a_daemon_killed_as_its_mount_becomes_ready_exits(dirs):
             stats, deadline = str(dirs / "mnt" / ".prepfs" / "stats"), time.monotonic() + 20
             while not os.path.exists(stats) and proc.poll() is None and time.monotonic() < deadline:
                 pass
+            answered += os.path.exists(stats)
             proc.kill()
             try:
                 proc.wait(timeout=10)
@@ -248,4 +249,7 @@ def test_a_daemon_killed_as_its_mount_becomes_ready_exits(dirs):
             abort_connections_under(dirs / "mnt")
             proc.kill()
             proc.wait(timeout=10)
+    # Every kill must have come as the mount answered: a daemon that failed to start, or never
+    # answered, would count as "not stuck" without ever meeting the race.
+    assert answered == 25, f"only {answered} of 25 mounts answered before the kill"
     assert stuck == 0, f"{stuck} of 25 daemons killed as their mount became ready did not exit"
