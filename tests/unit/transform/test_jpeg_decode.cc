@@ -193,10 +193,14 @@ TEST(JpegDecode, RandomCorruptionNeverCrashes) {
           b[pos] = static_cast<std::uint8_t>(gen());
         }
         try {
+          const Image img = decode_jpeg(b);
           // A decodable corruption has the size its header walk gives (the index sizes decoded/
-          // files from that walk): JpegReader refuses a file whose walk and libjpeg disagree, so
-          // nothing is left to check here but that it did not crash.
-          decode_jpeg(b);
+          // files from that walk), whether the damage changed the header or not. JpegReader
+          // refuses a file whose walk and libjpeg disagree; this is what fails if it stops.
+          const HeaderResult h = parse_jpeg_header(b, true);
+          ASSERT_EQ(h.status, HeaderResult::Status::kOk);
+          EXPECT_EQ(img.width, h.info.width);
+          EXPECT_EQ(img.height, h.info.height);
           ++decoded;
         } catch (const DecodeError& e) {
           EXPECT_EQ(e.err(), EIO);
