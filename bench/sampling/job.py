@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_deps import ensure_modules  # noqa: E402
+from proc_cpu import cpu_seconds  # noqa: E402  (0 for a worker that is gone)
 
 # jobs.py checks (and installs) these before it starts any job; this stops a job started by hand.
 ensure_modules(["torch", "torchvision", "prepfs"], why="a job's DataLoader and PrepfsSampler")
@@ -31,17 +32,6 @@ from prepfs import PrepfsSampler  # noqa: E402
 
 if sys.argv[1:] == ["--check-deps"]:  # jobs.py, before it starts: can this interpreter run a job?
     sys.exit(0)
-
-
-def proc_cpu(pid):
-    """User + system CPU seconds of a live process (all its threads), from /proc/PID/stat; 0 when
-    it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def child_pids(it=None):
@@ -61,7 +51,7 @@ def cpu_now(it=None):
     """CPU seconds so far of this process, of its reaped children, and of its live children."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-            + sum(proc_cpu(pid) for pid in child_pids(it)))
+            + sum(cpu_seconds(pid, default=0.0) for pid in child_pids(it)))
 
 
 def read_bytes(path):
