@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <unordered_set>
 
 #include "prepfs/common/error.h"
+#include "prepfs/common/fs_util.h"
 
 namespace prepfs {
 namespace {
@@ -28,9 +28,7 @@ struct ScanEntry {
 
 Tree Tree::scan(Source& source) {
   // Before the first listing: every change the listings could have missed comes after it.
-  const int64_t started_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t started_ns = wall_clock_ns();
   std::vector<ScanEntry> entries;
   std::unordered_map<std::string, uint32_t> dir_index;  // rel path of a directory -> entry
   source.scan([&](const std::string& rel, const SourceStat& st) {
