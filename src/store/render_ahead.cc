@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "prepfs/cache/fill_withdrawn.h"
-
 namespace prepfs {
 
 RenderAhead::RenderAhead(SampleStore& store, Renderer& renderer, const JobKnowledge* knowledge,
@@ -93,8 +91,6 @@ void RenderAhead::render_one(uint32_t node) {
       case AheadOutcome::no_inputs: bump(counters_.skipped); break;
       case AheadOutcome::ready: break;
     }
-  } catch (const FillWithdrawn&) {
-    bump(counters_.skipped);  // gave way to a reader holding transform memory
   } catch (const std::exception& e) {
     // The open will meet the same error and report it; a render ahead only logs.
     spdlog::debug("render ahead of node {}: {}", node, e.what());

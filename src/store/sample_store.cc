@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "prepfs/cache/fill_withdrawn.h"
 #include "prepfs/common/error.h"
 #include "prepfs/index/image_probe.h"
 
@@ -369,13 +370,18 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   bool made = false;
   // Not joined if an open is rendering it already: that render may be waiting for the CPU slot
   // this caller holds (with cpu=1, or every slot held ahead), and both would wait out fill_wait.
-  ChunkRef c = cache_.get_or_fill(
-      k, Form::augmented,
-      [&] {
-        made = true;
-        return render_augmented(s, variant, SlotUse::held);
-      },
-      Admission::staged(), s.node, Join::never);
+  ChunkRef c;
+  try {
+    c = cache_.get_or_fill(
+        k, Form::augmented,
+        [&] {
+          made = true;
+          return render_augmented(s, variant, SlotUse::held);
+        },
+        Admission::staged(), s.node, Join::never);
+  } catch (const FillWithdrawn&) {
+    return {AheadOutcome::skipped};  // gave way to a reader holding transform memory: no error
+  }
   if (!c) return {AheadOutcome::ready};  // its open is rendering it: nothing rendered here
   if (!made) return {AheadOutcome::ready};
   if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -26,6 +27,7 @@
 #include "prepfs/source/posix_source.h"
 #include "prepfs/store/header_prober.h"
 #include "prepfs/store/render_ahead.h"
+#include "prepfs/store/render_memory.h"
 #include "prepfs/store/renderer.h"
 #include "prepfs/store/sample_store.h"
 #include "prepfs/store/staging.h"
@@ -762,6 +764,69 @@ TEST(Daemon, ARenderAheadDoesNotWaitForAnOpensRenderThatWaitsForItsSlot) {
   transform::Rng rng = transform::Rng::for_variant(rig.opts.seed, path, 0);
   EXPECT_EQ(open.get(),
             str(transform::render_augmented(jpeg, spec, rng, transform::OutputFormat::kPpm, augment_options(rig.opts))));
+}
+
+// Work ahead gives way, at once, to a reader that holds the transform memory it needs (it holds
+// a cpu slot the reader may wait for). Giving way is no failure: both ways of rendering before an
+// open report the variant skipped. Before, only RenderAhead caught it, and a published order's
+// prefetch logged it as an error.
+TEST(Daemon, WorkAheadThatGivesWayToAReaderHoldingTransformMemoryIsSkippedNotAnError) {
+  Rig rig("probe=mount,seed=7,aug_reuse=1,render_ahead=0,cpu=2,partition=fixed:100/0/0,transform_mem=32M");
+  Daemon d(rig.opts);
+  d.profiler().stop();
+  const auto& [path, jpeg] = rig.images[0];
+  EXPECT_EQ(read_file(d.main_fs(), walk(d.main_fs(), 1, "raw/" + path)), str(jpeg));  // kept in RAM
+  const Sample s = raw_sample(d, path);
+  ASSERT_TRUE(d.store().inputs_at_hand(s, 0));
+  // A reader's decode that takes all but less than what the variant's render needs.
+  const uint64_t budget = d.renderer().config().transform_mem;
+  const uint64_t ahead_needs =
+      render_memory(d.store().shapes(), s.dims, s.version.size, RenderPath::augment_from_jpeg, budget).total();
+  Sample big = s;
+  auto reader_needs = [&](uint32_t h) {
+    big.dims.width = 1000;
+    big.dims.height = h;
+    return render_memory(d.store().shapes(), big.dims, s.version.size, RenderPath::decode, budget).total();
+  };
+  uint32_t h = 1;
+  while (reader_needs(h) + ahead_needs <= budget) h++;
+  ASSERT_LE(reader_needs(h), budget);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<bool> holding{false};
+  auto reader = std::async(std::launch::async, [&] {
+    try {
+      d.renderer().decoded(big, [&] {
+        holding = true;
+        gate.wait();
+        return JpegBytes{};  // not a JPEG: EIO once the memory is given back
+      });
+    } catch (const Error&) {
+    }
+  });
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // An outcome, or the errno of what was thrown (-1 for no slot): the reader is let go either way.
+  auto ahead = [&](auto render) {
+    ResourceBudget::Hold slot = d.renderer().idle_slot();  // as RenderAhead holds one
+    if (slot.amount() == 0) return -1;
+    try {
+      return int(render());
+    } catch (const Error& e) {
+      return 1000 + e.err();
+    }
+  };
+  const int rendered_ahead = ahead([&] { return d.store().render_ahead(s, 0, [] { return true; }); });
+  const int prefetched = ahead([&] { return d.store().prefetch_variant(s, 0, [] { return true; }).outcome; });
+  const uint64_t staged = d.staging().bytes();
+  release.set_value();
+  reader.get();
+  EXPECT_EQ(rendered_ahead, int(AheadOutcome::skipped)) << "1000 + errno when it threw";
+  EXPECT_EQ(prefetched, int(AheadOutcome::skipped)) << "1000 + errno when it threw";
+  EXPECT_EQ(staged, 0u);
+  // The variant is rendered as ever once the memory is back.
+  ResourceBudget::Hold slot = d.renderer().idle_slot();
+  ASSERT_GT(slot.amount(), 0u);
+  EXPECT_EQ(d.store().render_ahead(s, 0, [] { return true; }), AheadOutcome::rendered);
 }
 
 // A published order's variant is rendered ahead from inputs fetched first, in a cpu slot nobody

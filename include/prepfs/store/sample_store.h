@@ -39,7 +39,8 @@ enum class AheadOutcome {
   late,      // rendered, but its open came meanwhile (and joined the render): not staged
   wasted,    // rendered, but the staging had no room left by then
   ready,     // not rendered: cached or staged already, or an open is rendering it
-  skipped,   // not rendered: no room left for renders ahead (or not a sample)
+  skipped,   // not rendered: no room left for renders ahead, transform memory in use by a reader
+             // (work ahead gives way), or not a sample
   no_inputs, // not rendered: its inputs were not in memory
 };
 
