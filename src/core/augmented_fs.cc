@@ -94,11 +94,14 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
   uint32_t n = opens_[node].fetch_add(1, std::memory_order_relaxed);
   // The last of its aug_reuse serves: the handle holds the bytes, the cache need not.
   const bool last_serve = n % aug_reuse_ == aug_reuse_ - 1;
-  const Sample s = store_.resolve(node);
+  Sample s = store_.resolve(node);
   store_.note_read(s);  // a job's access (published orders)
   const uint32_t variant = n / aug_reuse_;
   ChunkRef bytes;
   try {
+    // The header first (a lazy first mount's), so an unheld handle re-renders the very sample
+    // this open rendered, not one resolved again after a change.
+    s = store_.with_header(s);
     bytes = store_.augmented(s, variant, last_serve);
   } catch (const Error&) {
     if (revalidator_) revalidator_->maybe_revalidate(node, true);  // the source file may have changed
@@ -116,8 +119,7 @@ OpenReply AugmentedFs::open(uint64_t ino, int flags) {
     r.fh = open_.add(bytes, bytes->data(), bytes->size(), pages_tag);
   } else {
     r.fh = kUnheldBit | next_unheld_.fetch_add(1, std::memory_order_relaxed);
-    // The header the open's render read (a lazy first mount's), so every read renders alike.
-    Unheld u{s.dims.known() ? s : store_.resolve(node), variant, bytes->size(), pages_tag};
+    Unheld u{s, variant, bytes->size(), pages_tag};
     std::lock_guard lock(unheld_mu_);
     unheld_.emplace(r.fh, std::move(u));
     bump(counters_.augmented_unheld_opens);

@@ -102,6 +102,9 @@ class SampleStore {
   // first chunk, which is then kept where the placement says, or staged for the read that
   // usually follows. Records the dimensions in the index.
   void probe_head(const Sample& s);
+  // s itself when its header is known; otherwise s with its header read now, as the file is now
+  // (EIO when it cannot be read). A lazy first mount's open renders, and records, this one sample.
+  Sample with_header(const Sample& s) { return s.dims.known() ? s : probed(s, false); }
   // The image dimensions from the first raw chunk another node published to the shared tier
   // (nullopt when it holds none): a mount's first header reads then need not touch the source.
   std::optional<ImageDims> dims_from_shared(const Sample& s);
