@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -15,9 +16,11 @@
 namespace prepfs {
 namespace {
 LogLimiter g_bad_write_log;
+LogLimiter g_snapshot_budget_log;
 }  // namespace
 
-ControlFs::ControlFs(std::vector<File> files) : files_(std::move(files)) {}
+ControlFs::ControlFs(std::vector<File> files, uint64_t snapshot_budget)
+    : files_(std::move(files)), snapshot_budget_(snapshot_budget), latest_(files_.size()) {}
 
 const ControlFs::File& ControlFs::file(uint64_t ino) const {
   if (ino < 2 || ino - 2 >= files_.size()) throw Error(ENOENT, "no such control file");
@@ -81,7 +84,9 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
   const File& f = file(ino);
   if ((flags & O_ACCMODE) != O_RDONLY) writable(ino);  // EROFS for a read-only file
   // A handle opened for writing only reads nothing: no snapshot to render.
-  auto snapshot = std::make_shared<const std::string>((flags & O_ACCMODE) == O_WRONLY ? std::string() : contents(f));
+  std::shared_ptr<const std::string> snapshot = (flags & O_ACCMODE) == O_WRONLY
+                                                    ? std::make_shared<const std::string>()
+                                                    : this->snapshot(ino, contents(f));
   // Made before the handle, which must not outlive a session that failed to start.
   std::shared_ptr<WriteSession> session;
   if (f.session && (flags & O_ACCMODE) != O_RDONLY) session = f.session();
@@ -93,6 +98,30 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
     sessions_[r.fh] = std::move(session);
   }
   return r;
+}
+
+std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string text) {
+  std::lock_guard lock(snapshots_mu_);
+  std::weak_ptr<const std::string>& latest = latest_[ino - 2];
+  if (std::shared_ptr<const std::string> same = latest.lock(); same && *same == text) return same;
+  const uint64_t size = text.size();
+  const uint64_t held = held_->load(std::memory_order_relaxed);
+  if (held + size > std::max(snapshot_budget_, 2 * size)) {
+    if (g_snapshot_budget_log.allow())
+      spdlog::warn(
+          "control file {}: open refused (ENOMEM): open handles of .prepfs/ files hold {} bytes of snapshots, and "
+          "this one adds {} (the budget is {})",
+          files_[ino - 2].name, held, size, std::max(snapshot_budget_, 2 * size));
+    throw Error(ENOMEM, "control file " + files_[ino - 2].name + ": the open handles' snapshots are at their budget");
+  }
+  held_->fetch_add(size, std::memory_order_relaxed);
+  std::shared_ptr<const std::string> made(new std::string(std::move(text)),
+                                          [held = held_, size](const std::string* p) {
+                                            held->fetch_sub(size, std::memory_order_relaxed);
+                                            delete p;
+                                          });
+  latest = made;
+  return made;
 }
 
 std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "prepfs/common/error.h"
 #include "prepfs/core/control_fs.h"
@@ -106,6 +107,56 @@ TEST_F(Fixture, EverythingElseIsReadOnly) {
   OpenReply h = fs.open(ino("stats"), O_RDONLY);
   EXPECT_EQ(err_of([&] { fs.write(ino("stats"), h.fh, 0, "x"); }), EROFS);
   EXPECT_EQ(err_of([&] { fs.lookup(1, "nope"); }), ENOENT);
+}
+
+// Any user may open these files and keep the handles: each handle held its own snapshot, so the
+// daemon's memory grew with every open (a `samples` of a large dataset is tens of MB). Opens that
+// render what an open handle holds share its copy, and new copies past the budget fail (ENOMEM)
+// until handles go.
+TEST(ControlFs, OpenHandlesShareSameSnapshotsAndHoldAtMostTheBudget) {
+  constexpr size_t kMiB = 1 << 20;
+  int version = 0;
+  ControlFs fs{{{"samples", [&] { return std::string(kMiB, char('a' + version)); }, nullptr, nullptr, false}},
+               4 * kMiB};
+  const uint64_t ino = fs.lookup(1, "samples").ino;
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 100; i++) handles.push_back(fs.open(ino, O_RDONLY).fh);
+  EXPECT_EQ(fs.snapshot_bytes(), kMiB) << "a hundred opens of the same contents held a copy each";
+  // New contents: a copy each, up to the budget.
+  for (version = 1; version < 4; version++) handles.push_back(fs.open(ino, O_RDONLY).fh);
+  EXPECT_EQ(fs.snapshot_bytes(), 4 * kMiB);
+  version = 4;
+  EXPECT_EQ(err_of([&] { fs.open(ino, O_RDONLY); }), ENOMEM);
+  // The newest contents are shared still; each handle reads its own.
+  version = 3;
+  const uint64_t same = fs.open(ino, O_RDONLY).fh;
+  auto got = fs.read(ino, same, 0, 2);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(std::string(got[0].data, got[0].len), "dd");
+  got = fs.read(ino, handles.front(), kMiB - 1, 2);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(std::string(got[0].data, got[0].len), "a");
+  got.clear();  // a reply holds its snapshot too, while it lasts
+  fs.release(ino, same);
+  // Released handles give their bytes back once no handle shares them.
+  for (int i = 0; i < 99; i++) fs.release(ino, handles[size_t(i)]);
+  EXPECT_EQ(fs.snapshot_bytes(), 4 * kMiB) << "a copy went while a handle still held it";
+  fs.release(ino, handles[99]);
+  EXPECT_EQ(fs.snapshot_bytes(), 3 * kMiB);
+  version = 4;
+  const uint64_t next = fs.open(ino, O_RDONLY).fh;
+  EXPECT_EQ(fs.snapshot_bytes(), 4 * kMiB);
+  for (size_t i = 100; i < handles.size(); i++) fs.release(ino, handles[i]);
+  fs.release(ino, next);
+  EXPECT_EQ(fs.snapshot_bytes(), 0u);
+  // One file larger than the budget still opens (twice its size is allowed), but not twice.
+  ControlFs big{{{"samples", [&] { return std::string(8 * kMiB, char('a' + version++)); }, nullptr, nullptr, false}},
+                4 * kMiB};
+  const uint64_t b = big.open(ino, O_RDONLY).fh;
+  const uint64_t b2 = big.open(ino, O_RDONLY).fh;
+  EXPECT_EQ(err_of([&] { big.open(ino, O_RDONLY); }), ENOMEM);
+  big.release(ino, b);
+  big.release(ino, b2);
 }
 
 }  // namespace
