@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -80,7 +81,9 @@ void ControlFs::readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) {
 
 std::string ControlFs::readlink(uint64_t) { throw Error(EINVAL, "not a symlink"); }
 
-OpenReply ControlFs::open(uint64_t ino, int flags) {
+OpenReply ControlFs::open(uint64_t ino, int flags) { return open(ino, flags, ::geteuid()); }
+
+OpenReply ControlFs::open(uint64_t ino, int flags, uint32_t caller_uid) {
   const File& f = file(ino);
   if ((flags & O_ACCMODE) != O_RDONLY) writable(ino);  // EROFS for a read-only file
   // A handle opened for writing only reads nothing: no snapshot to render.
@@ -89,7 +92,7 @@ OpenReply ControlFs::open(uint64_t ino, int flags) {
                                                     : this->snapshot(ino, contents(f));
   // Made before the handle, which must not outlive a session that failed to start.
   std::shared_ptr<WriteSession> session;
-  if (f.session && (flags & O_ACCMODE) != O_RDONLY) session = f.session();
+  if (f.session && (flags & O_ACCMODE) != O_RDONLY) session = f.session(caller_uid);
   OpenReply r;
   r.fh = open_.add(snapshot, snapshot->data(), snapshot->size());
   r.direct_io = true;

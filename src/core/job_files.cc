@@ -84,8 +84,8 @@ class LineSession : public ControlFs::WriteSession {
 
 class OrderSession final : public LineSession {
  public:
-  OrderSession(JobKnowledge& k, const ViewPaths& p, std::function<void()> published)
-      : knowledge_(k), paths_(p), published_(std::move(published)) {}
+  OrderSession(JobKnowledge& k, const ViewPaths& p, std::function<void()> published, std::string owner)
+      : knowledge_(k), paths_(p), published_(std::move(published)), owner_(std::move(owner)) {}
   ~OrderSession() override {
     if (unknown_ > 1) spdlog::warn("order of job {}: {} paths skipped (no such sample)", job_, unknown_);
   }
@@ -107,7 +107,7 @@ class OrderSession final : public LineSession {
       }
       if (!valid_job_name(name))
         throw Error(EINVAL, "order: job name '" + std::string(name) + "' must be 1-64 of [A-Za-z0-9_.-]");
-      job_ = std::string(name);
+      job_ = std::string(name) + owner_;
       knowledge_.set_opportunistic(job_, opportunistic);
     } else if (l == "reset") {
       flush();
@@ -136,7 +136,8 @@ class OrderSession final : public LineSession {
   JobKnowledge& knowledge_;
   const ViewPaths& paths_;
   std::function<void()> published_;
-  std::string job_ = "default";
+  const std::string owner_;  // appended to each job name: empty, or "@UID" (see job_files.h)
+  std::string job_ = "default" + owner_;
   std::vector<Access> batch_;
 };
 
@@ -207,9 +208,13 @@ std::string render_resident(const SampleList& samples, const SampleResidency& re
   return bits;
 }
 
+std::string job_owner_suffix(uint32_t writer_uid, uint32_t daemon_uid) {
+  return writer_uid == daemon_uid ? std::string() : "@" + std::to_string(writer_uid);
+}
+
 std::unique_ptr<ControlFs::WriteSession> open_order_session(JobKnowledge& knowledge, const ViewPaths& paths,
-                                                            std::function<void()> published) {
-  return std::make_unique<OrderSession>(knowledge, paths, std::move(published));
+                                                            std::function<void()> published, std::string owner) {
+  return std::make_unique<OrderSession>(knowledge, paths, std::move(published), std::move(owner));
 }
 
 std::unique_ptr<ControlFs::WriteSession> open_importance_session(JobKnowledge& knowledge, const SampleList& samples,

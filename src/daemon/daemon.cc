@@ -458,14 +458,14 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
       {"samples", [&p] { return render_samples(p.samples(), *p.tree, *p.view_paths); }, nullptr, nullptr, false},
       {"resident", [&p] { return render_resident(p.samples(), p.cache->residency()); }, nullptr, nullptr, false},
       {"order", nullptr, nullptr,
-       [&p] {
-         return open_order_session(*p.knowledge, *p.view_paths, [&p] {
-           if (p.prefetcher) p.prefetcher->wake();
-         });
+       [&p](uint32_t uid) {
+         return open_order_session(
+             *p.knowledge, *p.view_paths, [&p] { if (p.prefetcher) p.prefetcher->wake(); },
+             job_owner_suffix(uid, ::geteuid()));
        },
        true, /*anyone_writes=*/true},
       {"importance", nullptr, nullptr,
-       [&p] { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }, true,
+       [&p](uint32_t) { return open_importance_session(*p.knowledge, p.samples(), *p.view_paths); }, true,
        /*anyone_writes=*/true},
   });
 

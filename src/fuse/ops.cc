@@ -112,7 +112,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
-    OpenReply r = fs_of(req).open(ino, fi->flags);
+    OpenReply r = fs_of(req).open(ino, fi->flags, fuse_req_ctx(req)->uid);
     if (!r.needs_open && session_of(req).skips_open()) {
       // ENOSYS tells the kernel to stop sending OPEN and RELEASE on this connection and to keep
       // the page cache: a warm small-file read then never leaves the kernel.

@@ -79,3 +79,29 @@ def test_owners_are_mirrored_and_enforced(tmp_path, world_reachable_mnt):
         assert read_as(BOB, private) == f"errno {errno.EACCES}"
         assert read_as(BOB, photo) == f"errno {errno.EACCES}"
         assert read_as(BOB, fs.raw("public.bin")) == str(len(b"for everyone"))
+
+
+WRITE_ORDER = """
+import sys
+with open({path!r}, "w") as f:
+    f.write({text!r})
+print("ok")
+"""
+
+
+def test_each_users_job_names_are_their_own(tmp_path, world_reachable_mnt):
+    """Any user may write .prepfs/order (mode 0222): jobs of users of a root allow_other mount
+    publish there. Two users' jobs of the same name were one job (both users' unnamed orders were
+    "default"), and either user's reset or end dropped the other's."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.bin", "b.bin"):
+        (src / name).write_bytes(b"x" * 100)
+    with Prepfs(src, world_reachable_mnt, tmp_path / "ssd", "allow_other") as fs:
+        order = os.path.join(world_reachable_mnt, ".prepfs", "order")
+        assert as_user(ALICE, WRITE_ORDER.format(path=order, text="raw/a.bin\nraw/b.bin\njob t\nraw/a.bin\n")) == "ok"
+        assert as_user(BOB, WRITE_ORDER.format(path=order, text="raw/b.bin\njob t\nreset\nend\n")) == "ok"
+        with open(order, "w") as f:  # root: the daemon's own user keeps plain names
+            f.write("raw/a.bin\n")
+        jobs = {j["name"]: j["published"] for j in fs.stats()["jobs"]["list"]}
+        assert jobs == {"default": 1, f"default@{ALICE}": 2, f"default@{BOB}": 1, f"t@{ALICE}": 1}, jobs

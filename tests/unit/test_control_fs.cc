@@ -59,7 +59,7 @@ TEST(ControlFs, AnOpenWhoseSessionCannotStartKeepsNoHandle) {
   ControlFs fs{{
       {"stats", [] { return std::string("s"); }},
       {"order", nullptr, nullptr,
-       []() -> std::unique_ptr<ControlFs::WriteSession> { throw Error(EIO, "cannot start"); }},
+       [](uint32_t) -> std::unique_ptr<ControlFs::WriteSession> { throw Error(EIO, "cannot start"); }},
   }};
   const uint64_t stats = fs.lookup(1, "stats").ino, order = fs.lookup(1, "order").ino;
   const uint64_t before = fs.open(stats, O_RDONLY).fh;

@@ -287,6 +287,41 @@ TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
   EXPECT_EQ(k.jobs().size(), 1u);
 }
 
+// Two users' jobs were one when they had the same name: both users' unnamed orders went to
+// "default", and either's `reset` or `end` dropped the other's. Each user's names are now their
+// own; the daemon's own user's keep their plain names.
+TEST(JobFiles, EachUsersJobNamesAreTheirOwn) {
+  test::TempDir d;
+  d.write("src/x", "x");
+  d.write("src/y", "y");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  ImageNames names(tree, ".ppm");
+  ViewPaths paths(tree, names);
+  JobKnowledge k(tree.size());
+  auto published = [&](const std::string& job) {
+    for (const JobStatus& j : k.jobs())
+      if (j.name == job) return j.published;
+    return uint64_t(0);
+  };
+  EXPECT_EQ(job_owner_suffix(0, 0), "");
+  EXPECT_EQ(job_owner_suffix(23456, 0), "@23456");
+  EXPECT_EQ(job_owner_suffix(1000, 1000), "");
+  auto own = open_order_session(k, paths, nullptr, job_owner_suffix(0, 0));
+  auto alice = open_order_session(k, paths, nullptr, job_owner_suffix(23456, 0));
+  auto bob = open_order_session(k, paths, nullptr, job_owner_suffix(23457, 0));
+  own->write("raw/x\n");
+  alice->write("raw/x\nraw/y\njob t\nraw/y\n");
+  bob->write("raw/y\njob t\nreset\nend\n");
+  EXPECT_EQ(published("default"), 1u);
+  EXPECT_EQ(published("default@23456"), 2u) << "another user's unnamed order joined this one";
+  EXPECT_EQ(published("default@23457"), 1u);
+  EXPECT_EQ(published("t@23456"), 1u) << "another user's reset or end of t dropped it";
+  // A name with '@' is no job name: nobody writes as another user.
+  EXPECT_THROW(bob->write("job t@23456\n"), Error);
+  EXPECT_EQ(k.jobs().size(), 4u);
+}
+
 // A lazy mount has read few headers when a job publishes its order (64 at mount), and a name in
 // decoded/ or augmented/ needs the file's header to resolve: every other line naming those views
 // was skipped as naming nothing, so nothing was prefetched for it and belady saw no future. A file

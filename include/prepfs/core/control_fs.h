@@ -34,7 +34,8 @@ class ControlFs final : public Filesystem {
     virtual void write(std::string_view data) = 0;  // Error -> the writer's errno
     virtual void close() = 0;                       // the handle is released (flush a last line)
   };
-  using OpenSession = std::function<std::unique_ptr<WriteSession>()>;
+  // Given the uid of the user who opens (a job's names are that user's own).
+  using OpenSession = std::function<std::unique_ptr<WriteSession>(uint32_t uid)>;
   struct File {
     std::string name;
     Render render;          // null: the file reads as empty
@@ -60,7 +61,8 @@ class ControlFs final : public Filesystem {
   Attr lookup(uint64_t parent, std::string_view name) override;
   void readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) override;
   std::string readlink(uint64_t) override;
-  OpenReply open(uint64_t ino, int flags) override;
+  OpenReply open(uint64_t ino, int flags) override;  // as the daemon's own user
+  OpenReply open(uint64_t ino, int flags, uint32_t caller_uid) override;
   std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) override;
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override { return {}; }

@@ -56,6 +56,12 @@ class Filesystem {
   virtual void readdir(uint64_t ino, uint64_t offset, const DirEmit& emit) = 0;
   virtual std::string readlink(uint64_t ino) = 0;
   virtual OpenReply open(uint64_t ino, int flags) = 0;
+  // The same open, knowing who asks (the FUSE request's uid). Only files whose handles act for
+  // their user (a job's order) look at it; the rest ignore it.
+  virtual OpenReply open(uint64_t ino, int flags, uint32_t caller_uid) {
+    (void)caller_uid;
+    return open(ino, flags);
+  }
   virtual std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) = 0;
   virtual void release(uint64_t ino, uint64_t fh) = 0;
   virtual FsStat statfs() = 0;
