@@ -77,6 +77,12 @@ class Prepfs(mounts.Daemon):
         with open(self.stats_path) as f:
             return json.load(f)
 
+    def wait_ticks(self, n=2, timeout=30.0):
+        """Waits for n more profiler ticks: each tick's window holds what was served before it. A
+        fixed sleep of about n ticks came up short when a loaded machine delayed them."""
+        t0 = self.stats()["profile"]["ticks"]
+        wait_for(lambda: self.stats()["profile"]["ticks"] >= t0 + n, timeout=timeout, what=f"{n} profiler ticks")
+
     def log_text(self):
         self.log.flush()
         with open(self.ssd_dir + ".log", "rb") as f:

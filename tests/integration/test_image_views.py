@@ -176,10 +176,16 @@ def test_render_ahead_serves_the_same_variants_as_rendering_on_open(dataset):
     for name, opts in (("ahead", "seed=5,aug_reuse=2"), ("plain", "seed=5,aug_reuse=2,render_ahead=0")):
         with Prepfs(src, dataset / "mnt", dataset / f"ssd-{name}", opts) as fs:
             got[name] = []
-            for _ in range(5):
+            for r in range(5):
                 for rel in rels:
                     got[name].append(open(view_path(fs.mnt, "augmented", rel), "rb").read())
-                time.sleep(0.05)  # let the renders ahead finish
+                if name == "ahead" and r % 2 == 1:
+                    # Each file's variant r // 2 had its last serve: the next one is rendered ahead
+                    # (or skipped), before the next round opens it. A fixed sleep came up short on
+                    # a loaded machine.
+                    queued = len(rels) * (r // 2 + 1)
+                    wait_for(lambda: sum(fs.stats()["render_ahead"][k] for k in ("rendered", "skipped")) >= queued,
+                             timeout=30, what=f"{queued} renders ahead done")
             ahead = fs.stats()["render_ahead"]
             if name == "ahead":
                 assert ahead["used"] > 0 and ahead["rendered"] >= ahead["used"], ahead
@@ -305,7 +311,7 @@ def test_profile_measures_costs_sources_and_the_view_mix(dataset):
             for rel in rels[20:30]:
                 open(view_path(fs.mnt, "augmented", rel), "rb").read()
         wait_for(lambda: not measured & set(fs.stats()["profile"]["priors"]), timeout=5, what="measured inputs")
-        time.sleep(1.2)  # one more window, so every render above is in the profile
+        fs.wait_ticks(2)  # so every render above is in the profile
         s = fs.stats()
         p = s["profile"]
         assert p["cpu"]["decode_s"] > 0 and p["cpu"]["augment_from_jpeg_s"] > 0, p

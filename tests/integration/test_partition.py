@@ -143,7 +143,7 @@ def test_fixed_places_each_form_in_its_own_tier(dataset):
     with Prepfs(src, dataset / "mnt", dataset / "ssd-fixed", "ram=8M,ssd=64M,partition=fixed:0/100/0/100/0/0") as fs:
         for _ in range(2):
             read_epoch(fs, rels, rng)
-        time.sleep(2.5)  # two profiler ticks: the prediction uses measured inputs
+        fs.wait_ticks(2)  # the prediction uses measured inputs
         fs_plan = plan(fs)
         assert fs_plan["mode"] == "fixed", fs_plan
         pl = fs_plan["placement"]
@@ -199,7 +199,7 @@ def test_the_bench_harness_computes_what_the_daemon_predicts(dataset):
     with Prepfs(src, dataset / "mnt", dataset / "ssd-mirror", opts) as fs:
         for _ in range(2):
             read_epoch(fs, rels, rng)
-        time.sleep(2.5)  # two profiler ticks: measured inputs
+        fs.wait_ticks(2)  # measured inputs
         d = bench.read_plan(fs.mnt)
     inputs, cells = d["inputs"], bench.placement_cells(d["placement"])
     assert d["mode"] == "fixed" and inputs["aug_reuse"] == 3 and inputs["other_bytes"] > 300_000, d
