@@ -89,7 +89,7 @@ OpenReply ControlFs::open(uint64_t ino, int flags, uint32_t caller_uid) {
   // A handle opened for writing only reads nothing: no snapshot to render.
   std::shared_ptr<const std::string> snapshot = (flags & O_ACCMODE) == O_WRONLY
                                                     ? std::make_shared<const std::string>()
-                                                    : this->snapshot(ino, contents(f));
+                                                    : this->snapshot(ino, contents(f), caller_uid);
   // Made before the handle, which must not outlive a session that failed to start.
   std::shared_ptr<WriteSession> session;
   if (f.session && (flags & O_ACCMODE) != O_RDONLY) session = f.session(caller_uid);
@@ -103,27 +103,38 @@ OpenReply ControlFs::open(uint64_t ino, int flags, uint32_t caller_uid) {
   return r;
 }
 
-std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string text) {
-  std::lock_guard lock(snapshots_mu_);
-  std::weak_ptr<const std::string>& latest = latest_[ino - 2];
-  if (std::shared_ptr<const std::string> same = latest.lock(); same && *same == text) return same;
+std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string text, uint32_t uid) {
+  std::shared_ptr<const std::string> same;
+  {
+    std::lock_guard lock(snapshots_mu_);
+    same = latest_[ino - 2].lock();
+  }
+  // Compared outside the lock: a `samples` is tens of MB, and a loader's workers open it at once.
+  if (same && *same == text) return same;
   const uint64_t size = text.size();
-  const uint64_t held = held_->load(std::memory_order_relaxed);
-  if (held + size > std::max(snapshot_budget_, 2 * size)) {
+  const uint64_t budget = std::max(snapshot_budget_, 2 * size);
+  std::lock_guard lock(snapshots_mu_);
+  std::shared_ptr<std::atomic<uint64_t>>& mine = held_by_uid_[uid];
+  if (!mine) mine = std::make_shared<std::atomic<uint64_t>>(0);
+  const uint64_t held = mine->load(std::memory_order_relaxed);
+  if (held + size > budget) {
     if (g_snapshot_budget_log.allow())
       spdlog::warn(
-          "control file {}: open refused (ENOMEM): open handles of .prepfs/ files hold {} bytes of snapshots, and "
-          "this one adds {} (the budget is {})",
-          files_[ino - 2].name, held, size, std::max(snapshot_budget_, 2 * size));
-    throw Error(ENOMEM, "control file " + files_[ino - 2].name + ": the open handles' snapshots are at their budget");
+          "control file {}: open by uid {} refused (ENOMEM): that user's open handles of .prepfs/ files hold {} bytes "
+          "of snapshots, and this one adds {} (the budget is {} per user)",
+          files_[ino - 2].name, uid, held, size, budget);
+    throw Error(ENOMEM, "control file " + files_[ino - 2].name + ": the user's open handles hold their budget");
   }
+  mine->fetch_add(size, std::memory_order_relaxed);
   held_->fetch_add(size, std::memory_order_relaxed);
+  // The counters outlive this ControlFs if a reply still holds the snapshot.
   std::shared_ptr<const std::string> made(new std::string(std::move(text)),
-                                          [held = held_, size](const std::string* p) {
-                                            held->fetch_sub(size, std::memory_order_relaxed);
+                                          [total = held_, user = mine, size](const std::string* p) {
+                                            total->fetch_sub(size, std::memory_order_relaxed);
+                                            user->fetch_sub(size, std::memory_order_relaxed);
                                             delete p;
                                           });
-  latest = made;
+  latest_[ino - 2] = made;
   return made;
 }
 

@@ -111,8 +111,8 @@ TEST_F(Fixture, EverythingElseIsReadOnly) {
 
 // Any user may open these files and keep the handles: each handle held its own snapshot, so the
 // daemon's memory grew with every open (a `samples` of a large dataset is tens of MB). Opens that
-// render what an open handle holds share its copy, and new copies past the budget fail (ENOMEM)
-// until handles go.
+// render what the newest open handle holds share its copy, and a user's new copies past that
+// user's budget fail (ENOMEM) until the user's handles go.
 TEST(ControlFs, OpenHandlesShareSameSnapshotsAndHoldAtMostTheBudget) {
   constexpr size_t kMiB = 1 << 20;
   int version = 0;
@@ -146,6 +146,12 @@ TEST(ControlFs, OpenHandlesShareSameSnapshotsAndHoldAtMostTheBudget) {
   version = 4;
   const uint64_t next = fs.open(ino, O_RDONLY).fh;
   EXPECT_EQ(fs.snapshot_bytes(), 4 * kMiB);
+  // The budget is each user's: with this one's full, another user's opens still go through.
+  version = 5;
+  EXPECT_EQ(err_of([&] { fs.open(ino, O_RDONLY); }), ENOMEM);
+  const uint64_t other = fs.open(ino, O_RDONLY, 23456).fh;
+  EXPECT_EQ(fs.snapshot_bytes(), 5 * kMiB);
+  fs.release(ino, other);
   for (size_t i = 100; i < handles.size(); i++) fs.release(ino, handles[i]);
   fs.release(ino, next);
   EXPECT_EQ(fs.snapshot_bytes(), 0u);

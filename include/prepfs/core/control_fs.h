@@ -49,11 +49,12 @@ class ControlFs final : public Filesystem {
     // under a mount a service made as root with allow_other.
     bool anyone_writes = false;
   };
-  // The bytes the read snapshots of open handles may hold together before an open that would add
-  // a new one fails with ENOMEM (any user may open these files, and keep the handles open). Opens
-  // that render what an open handle of the same file holds already share its copy, so a loader's
-  // workers opening `samples` hold one. At least twice the new snapshot is allowed, so one open
-  // of a large file never fails for want of room alone.
+  // The bytes the read snapshots of one user's open handles may hold together before that user's
+  // open that would add a new one fails with ENOMEM (any user may open these files, and keep the
+  // handles open; one user's handles never refuse another's opens). An open that renders what the
+  // file's newest snapshot holds, while a handle holds it, shares that copy (charged to the user
+  // who made it), so a loader's workers opening `samples` hold one. At least twice the new
+  // snapshot is allowed, so one open of a large file never fails for want of room alone.
   static constexpr uint64_t kDefaultSnapshotBudget = 256ull << 20;
   explicit ControlFs(std::vector<File> files, uint64_t snapshot_budget = kDefaultSnapshotBudget);
 
@@ -66,7 +67,7 @@ class ControlFs final : public Filesystem {
   std::vector<Slice> read(uint64_t ino, uint64_t fh, uint64_t off, size_t size) override;
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override { return {}; }
-  // Bytes the read snapshots of open handles hold (each shared copy once).
+  // Bytes the read snapshots of all open handles hold (each shared copy once).
   uint64_t snapshot_bytes() const { return held_->load(std::memory_order_relaxed); }
 
   // The write path of the writable control files (called by the FUSE adaptor of this session).
@@ -79,15 +80,17 @@ class ControlFs final : public Filesystem {
   const File& writable(uint64_t ino) const;  // throws ENOENT, or EROFS when it is read-only
   static uint32_t mode_of(const File& f);
   std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
-  // The snapshot an open reads: the copy an open handle holds if it is the same, else a new one
-  // (ENOMEM past the budget).
-  std::shared_ptr<const std::string> snapshot(uint64_t ino, std::string text);
+  // The snapshot an open by `uid` reads: the file's newest, if a handle holds it and it is the
+  // same, else a new one (ENOMEM past that user's budget).
+  std::shared_ptr<const std::string> snapshot(uint64_t ino, std::string text, uint32_t uid);
   std::vector<File> files_;  // file i has inode i + 2; the directory is inode 1
   const uint64_t snapshot_budget_;
   // Shared with the snapshots' deleters: a reply may hold one past its handle's release.
   std::shared_ptr<std::atomic<uint64_t>> held_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex snapshots_mu_;
   std::vector<std::weak_ptr<const std::string>> latest_;  // by file: its newest snapshot, while held
+  // What each user's snapshots hold (shared with the deleters, as held_).
+  std::unordered_map<uint32_t, std::shared_ptr<std::atomic<uint64_t>>> held_by_uid_;
   std::mutex sessions_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<WriteSession>> sessions_;  // by handle
   OpenSnapshots open_;
