@@ -10,7 +10,8 @@ namespace prepfs::transform {
 void hflip(Image& img) { detail::mirror_rows(detail::output_view(img)); }
 
 Image crop_padded(ImageView src, const CenterCrop& g) {
-  Image out(g.width, g.height);  // zero-initialised: the padding
+  Image out(g.width, g.height);
+  std::fill(out.pixels.begin(), out.pixels.end(), std::uint8_t{0});  // the padding (Image leaves pixels unset)
   // Columns of the output that map inside the source.
   const int x_begin = std::max(0, -g.left);
   const int x_end = std::min(g.width, src.width - g.left);

@@ -19,7 +19,8 @@ TEST(Encoders, PpmIsPilsP6) {
   const std::string head = "P6\n3 2\n255\n";
   ASSERT_EQ(out.size(), head.size() + 18);
   EXPECT_EQ(std::string(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(head.size())), head);
-  EXPECT_EQ(std::vector<std::uint8_t>(out.begin() + static_cast<std::ptrdiff_t>(head.size()), out.end()), img.pixels);
+  EXPECT_EQ(std::vector<std::uint8_t>(out.begin() + static_cast<std::ptrdiff_t>(head.size()), out.end()),
+            std::vector<std::uint8_t>(img.pixels.begin(), img.pixels.end()));
   EXPECT_EQ(encoded_size(OutputFormat::kPpm, 3, 2), out.size());
   EXPECT_EQ(encoded_size(OutputFormat::kPpm, 500, 375), 15u + 562500u);
 }

@@ -14,14 +14,14 @@ TEST(Ops, HflipMirrorsEachRow) {
   for (std::size_t k = 0; k < img.pixels.size(); ++k) img.pixels[k] = static_cast<std::uint8_t>(k);
   hflip(img);
   // Row 0 was pixels (0,1,2) (3,4,5) (6,7,8); mirrored: (6,7,8) (3,4,5) (0,1,2).
-  EXPECT_EQ(img.pixels, (std::vector<std::uint8_t>{6, 7, 8, 3, 4, 5, 0, 1, 2,  //
+  EXPECT_EQ(std::vector<std::uint8_t>(img.pixels.begin(), img.pixels.end()), (std::vector<std::uint8_t>{6, 7, 8, 3, 4, 5, 0, 1, 2,  //
                                                    15, 16, 17, 12, 13, 14, 9, 10, 11}));
   hflip(img);
   for (std::size_t k = 0; k < img.pixels.size(); ++k) EXPECT_EQ(img.pixels[k], k);
   Image one(1, 1);
   one.pixels = {1, 2, 3};
   hflip(one);
-  EXPECT_EQ(one.pixels, (std::vector<std::uint8_t>{1, 2, 3}));
+  EXPECT_EQ(std::vector<std::uint8_t>(one.pixels.begin(), one.pixels.end()), (std::vector<std::uint8_t>{1, 2, 3}));
 }
 
 // The SIMD mirroring (16 pixels at a time, the rest one by one) on every target, for widths

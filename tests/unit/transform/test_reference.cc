@@ -19,12 +19,14 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
+#include <span>
 #include <sstream>
 
 namespace prepfs::transform {
@@ -64,7 +66,7 @@ std::vector<std::uint8_t> jpeg_of(const std::string& dir, const std::string& nam
 }
 
 // Index of the first differing byte, for failure messages.
-std::string first_diff(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
+std::string first_diff(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
   if (a.size() != b.size()) {
     return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
   }
@@ -96,7 +98,7 @@ TEST(PilReference, DecodeEqualsPilForEveryFixtureAndErrorsWhenPilDoes) {
       EXPECT_EQ(img.width, std::stoi(t[2]));
       EXPECT_EQ(img.height, std::stoi(t[3]));
       const auto ref = read_file(dir + "/" + t[1] + ".rgb");
-      EXPECT_TRUE(img.pixels == ref) << t[1] << ": " << first_diff(img.pixels, ref);
+      EXPECT_TRUE(std::ranges::equal(img.pixels, ref)) << t[1] << ": " << first_diff(img.pixels, ref);
       ++decoded;
     } else if (t[0] == "error") {
       SCOPED_TRACE(t[1]);
@@ -193,7 +195,7 @@ TEST(PilReference, LibjpegMadeVariantsEqualPil) {
     ASSERT_EQ(WEXITSTATUS(rc), 0) << "PIL could not decode " << c.name;
     const Image img = decode_jpeg(jpeg);
     const auto ref = read_file(out);
-    EXPECT_TRUE(img.pixels == ref) << c.name << ": " << first_diff(img.pixels, ref);
+    EXPECT_TRUE(std::ranges::equal(img.pixels, ref)) << c.name << ": " << first_diff(img.pixels, ref);
   }
 }
 
@@ -245,7 +247,7 @@ TEST(PilReference, ResizeEqualsPilBilinear) {
     const auto ref = read_file(dir + "/" + t[8]);
     std::string line;
     for (const auto& s : t) line += s + " ";
-    EXPECT_TRUE(out.pixels == ref) << line << ": " << first_diff(out.pixels, ref);
+    EXPECT_TRUE(std::ranges::equal(out.pixels, ref)) << line << ": " << first_diff(out.pixels, ref);
     ++n;
   }
   EXPECT_GE(n, 200);
@@ -287,7 +289,7 @@ TEST(PilReference, ResizeEqualsPilOnEveryKernelAndTarget) {
         one_pixel += w == 1 || h == 1;
       }
       const auto ref = read_file(dir + "/" + t.back());
-      if (out.pixels != ref) {
+      if (!std::ranges::equal(out.pixels, ref)) {
         std::string line;
         for (const auto& tok : t) line += tok + " ";
         ADD_FAILURE() << name << ": " << line << ": " << first_diff(out.pixels, ref);
@@ -448,7 +450,7 @@ TEST(TorchvisionReference, DefaultPipelineEqualsTorchvisionOnPil) {
     {
       ScriptedSource src(draws);
       const Image out = augment_jpeg(data, spec, src);
-      EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
+      EXPECT_TRUE(std::ranges::equal(out.pixels, ref)) << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
       EXPECT_TRUE(src.all_consumed());
       EXPECT_EQ(src.error(), "");
     }
@@ -458,7 +460,7 @@ TEST(TorchvisionReference, DefaultPipelineEqualsTorchvisionOnPil) {
       AugmentOptions o;
       o.fast.crop_decode = true;
       const Image out = augment_jpeg(data, spec, src, o);
-      EXPECT_TRUE(out.pixels == ref) << "crop_decode " << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
+      EXPECT_TRUE(std::ranges::equal(out.pixels, ref)) << "crop_decode " << t[1] << " " << t[2] << ": " << first_diff(out.pixels, ref);
     }
     ++n;
   }
@@ -479,7 +481,7 @@ TEST(TorchvisionReference, DeterministicOpsEqualTorchvision) {
       AugmentOptions o;
       o.fast.crop_decode = crop;
       const Image out = augment_jpeg(data, spec, rng, o);
-      EXPECT_TRUE(out.pixels == ref) << t[1] << " " << t[2] << (crop ? " crop_decode" : "") << ": "
+      EXPECT_TRUE(std::ranges::equal(out.pixels, ref)) << t[1] << " " << t[2] << (crop ? " crop_decode" : "") << ": "
                                      << first_diff(out.pixels, ref);
     }
     ++n;

@@ -85,7 +85,8 @@ std::vector<std::uint8_t> synthetic_samples(int width, int height, int component
 
 Image synthetic_image(int width, int height, std::uint32_t seed) {
   Image img(width, height);
-  img.pixels = synthetic_samples(width, height, 3, seed);
+  const std::vector<std::uint8_t> samples = synthetic_samples(width, height, 3, seed);
+  img.pixels.assign(samples.begin(), samples.end());
   return img;
 }
 
