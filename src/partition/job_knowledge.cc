@@ -101,12 +101,25 @@ JobKnowledge::JobKnowledge(size_t nodes) : nodes_(nodes), importance_(nodes, std
 
 JobKnowledge::~JobKnowledge() = default;
 
+std::string_view job_owner(std::string_view job) {
+  const size_t at = job.find('@');
+  return at == std::string_view::npos ? std::string_view() : job.substr(at);
+}
+
 JobKnowledge::Job& JobKnowledge::job_locked(const std::string& name) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) {
     if (jobs_.size() >= kMaxJobs) {
-      auto idlest = std::min_element(jobs_.begin(), jobs_.end(),
-                                     [](const auto& a, const auto& b) { return a.second->active < b.second->active; });
+      // The idlest job of whoever holds the most jobs, the new one counted: a user who makes many
+      // jobs pushes out their own, not another user's few.
+      std::map<std::string_view, size_t> held{{job_owner(name), 1}};
+      for (const auto& [n, j] : jobs_) held[job_owner(n)]++;
+      size_t most = 0;
+      for (const auto& [owner, n] : held) most = std::max(most, n);
+      auto idlest = jobs_.end();
+      for (auto j = jobs_.begin(); j != jobs_.end(); ++j)
+        if (held[job_owner(j->first)] == most && (idlest == jobs_.end() || j->second->active < idlest->second->active))
+          idlest = j;
       if (g_forget_log.allow())
         spdlog::warn("order: {} jobs known, the most kept; forgetting job {} (idle for {} reads) for job {}",
                      jobs_.size(), idlest->first, clock_ - idlest->second->active, name);

@@ -242,6 +242,36 @@ TEST(JobKnowledge, ANewJobBeyondTheMostForgetsTheIdlest) {
   EXPECT_EQ(k.jobs().size(), most);
 }
 
+// With the jobs full, a user who names ever new jobs pushed out other users' jobs, the idlest
+// first, however few those users had. Now the job forgotten is the idlest of whoever holds the
+// most jobs, the new one counted.
+TEST(JobKnowledge, AUserWithManyJobsPushesOutTheirOwn) {
+  JobKnowledge k(100);
+  const size_t most = JobKnowledge::kMaxJobs;
+  EXPECT_EQ(job_owner("t@23456"), "@23456");
+  EXPECT_EQ(job_owner("t"), "");
+  k.publish("mine", {{0, Form::raw}});  // the daemon's own user's: idlest of all from here on
+  k.publish("b@2", {{1, Form::raw}});
+  for (uint32_t i = 2; i < most; i++) {
+    k.publish("a" + std::to_string(i) + "@1", {{i, Form::raw}});
+    EXPECT_TRUE(k.note_access(i));
+  }
+  EXPECT_EQ(k.jobs().size(), most);
+  for (uint32_t i = 0; i < 40; i++) k.publish("more" + std::to_string(i) + "@1", {{50 + i, Form::raw}});
+  std::map<std::string, size_t> names;
+  for (const JobStatus& j : k.jobs()) names[j.name]++;
+  EXPECT_EQ(names.size(), most);
+  EXPECT_EQ(names.count("mine"), 1u) << "another user's many jobs pushed out the daemon user's one";
+  EXPECT_EQ(names.count("b@2"), 1u) << "another user's many jobs pushed out this user's one";
+  EXPECT_EQ(names.count("more39@1"), 1u);
+  // A third user's new job takes the place of one of theirs too.
+  k.publish("c@3", {{90, Form::raw}});
+  names.clear();
+  for (const JobStatus& j : k.jobs()) names[j.name]++;
+  EXPECT_EQ(names.size(), most);
+  EXPECT_EQ(names.count("c@3") + names.count("mine") + names.count("b@2"), 3u);
+}
+
 // A write to `order` with a bad line used to leave its lines in the handle's buffer: the next
 // write parsed them again (the lines before the bad one published twice, the bad one failing
 // again), and the buffer grew with every write. A failed write now ends the handle.

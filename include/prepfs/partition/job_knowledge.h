@@ -20,6 +20,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "prepfs/cache/sample_knowledge.h"
@@ -54,12 +55,17 @@ struct JobStatus {
   uint64_t pending = 0;    // published, not read yet
 };
 
+// Whose job this is: "@UID" for a job an order session named for another user than the daemon's
+// (core/job_files.h), "" for the daemon's own user's. No job name has '@' otherwise.
+std::string_view job_owner(std::string_view job);
+
 class JobKnowledge final : public SampleKnowledge {
  public:
   // Each job costs 16 bytes per node of the tree (20 MB for ImageNet's 1.28M files), and a job
   // that dies without `end` is never told apart from a quiet one. So at most this many are
   // known: a new job beyond it makes the daemon forget the one idle the longest (no publish
-  // and no read of its samples), with a warning.
+  // and no read of its samples) among the jobs of whoever holds the most, the new one counted
+  // (see job_owner), with a warning.
   static constexpr size_t kMaxJobs = 16;
 
   explicit JobKnowledge(size_t nodes);
