@@ -21,7 +21,7 @@ LogLimiter g_snapshot_budget_log;
 }  // namespace
 
 ControlFs::ControlFs(std::vector<File> files, uint64_t snapshot_budget)
-    : files_(std::move(files)), snapshot_budget_(snapshot_budget), latest_(files_.size()) {}
+    : files_(std::move(files)), snapshot_budget_(snapshot_budget) {}
 
 const ControlFs::File& ControlFs::file(uint64_t ino) const {
   if (ino < 2 || ino - 2 >= files_.size()) throw Error(ENOENT, "no such control file");
@@ -104,19 +104,21 @@ OpenReply ControlFs::open(uint64_t ino, int flags, uint32_t caller_uid) {
 }
 
 std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string text, uint32_t uid) {
+  // Shared only among the handles of the user who made it, who pays for it: another user's
+  // handle on it would keep it charged to its maker, past the maker's own closes.
+  const std::pair<uint64_t, uint32_t> slot{ino, uid};
   std::shared_ptr<const std::string> same;
   {
     std::lock_guard lock(snapshots_mu_);
-    same = latest_[ino - 2].lock();
+    if (auto it = latest_.find(slot); it != latest_.end()) same = it->second.lock();
   }
   // Compared outside the lock: a `samples` is tens of MB, and a loader's workers open it at once.
   if (same && *same == text) return same;
   const uint64_t size = text.size();
   const uint64_t budget = std::max(snapshot_budget_, 2 * size);
   std::lock_guard lock(snapshots_mu_);
-  std::shared_ptr<std::atomic<uint64_t>>& mine = held_by_uid_[uid];
-  if (!mine) mine = std::make_shared<std::atomic<uint64_t>>(0);
-  const uint64_t held = mine->load(std::memory_order_relaxed);
+  auto found = held_by_uid_.find(uid);
+  const uint64_t held = found == held_by_uid_.end() ? 0 : found->second->load(std::memory_order_relaxed);
   if (held + size > budget) {
     if (g_snapshot_budget_log.allow())
       spdlog::warn(
@@ -125,6 +127,8 @@ std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string
           files_[ino - 2].name, uid, held, size, budget);
     throw Error(ENOMEM, "control file " + files_[ino - 2].name + ": the user's open handles hold their budget");
   }
+  std::shared_ptr<std::atomic<uint64_t>>& mine = held_by_uid_[uid];
+  if (!mine) mine = std::make_shared<std::atomic<uint64_t>>(0);
   mine->fetch_add(size, std::memory_order_relaxed);
   held_->fetch_add(size, std::memory_order_relaxed);
   // The counters outlive this ControlFs if a reply still holds the snapshot.
@@ -134,7 +138,7 @@ std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string
                                             user->fetch_sub(size, std::memory_order_relaxed);
                                             delete p;
                                           });
-  latest_[ino - 2] = made;
+  latest_[slot] = made;
   return made;
 }
 

@@ -155,6 +155,15 @@ TEST(ControlFs, OpenHandlesShareSameSnapshotsAndHoldAtMostTheBudget) {
   for (size_t i = 100; i < handles.size(); i++) fs.release(ino, handles[i]);
   fs.release(ino, next);
   EXPECT_EQ(fs.snapshot_bytes(), 0u);
+  // Sharing is among one user's handles: another user's open of the same contents makes its own
+  // copy, so a handle that user keeps never keeps the maker's budget held.
+  const uint64_t mine = fs.open(ino, O_RDONLY).fh;
+  const uint64_t theirs = fs.open(ino, O_RDONLY, 23456).fh;
+  EXPECT_EQ(fs.snapshot_bytes(), 2 * kMiB);
+  fs.release(ino, mine);
+  EXPECT_EQ(fs.snapshot_bytes(), kMiB) << "another user's handle kept the maker's copy";
+  fs.release(ino, theirs);
+  EXPECT_EQ(fs.snapshot_bytes(), 0u);
   // One file larger than the budget still opens (twice its size is allowed), but not twice.
   ControlFs big{{{"samples", [&] { return std::string(8 * kMiB, char('a' + version++)); }, nullptr, nullptr, false}},
                 4 * kMiB};

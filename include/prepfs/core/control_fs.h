@@ -10,11 +10,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "prepfs/core/filesystem.h"
@@ -52,8 +54,8 @@ class ControlFs final : public Filesystem {
   // The bytes the read snapshots of one user's open handles may hold together before that user's
   // open that would add a new one fails with ENOMEM (any user may open these files, and keep the
   // handles open; one user's handles never refuse another's opens). An open that renders what the
-  // file's newest snapshot holds, while a handle holds it, shares that copy (charged to the user
-  // who made it), so a loader's workers opening `samples` hold one. At least twice the new
+  // newest snapshot the same user made of the file holds, while a handle holds it, shares that
+  // copy, so a loader's workers opening `samples` hold one. At least twice the new
   // snapshot is allowed, so one open of a large file never fails for want of room alone.
   static constexpr uint64_t kDefaultSnapshotBudget = 256ull << 20;
   explicit ControlFs(std::vector<File> files, uint64_t snapshot_budget = kDefaultSnapshotBudget);
@@ -80,15 +82,16 @@ class ControlFs final : public Filesystem {
   const File& writable(uint64_t ino) const;  // throws ENOENT, or EROFS when it is read-only
   static uint32_t mode_of(const File& f);
   std::string contents(const File& f) const { return f.render ? f.render() : std::string(); }
-  // The snapshot an open by `uid` reads: the file's newest, if a handle holds it and it is the
-  // same, else a new one (ENOMEM past that user's budget).
+  // The snapshot an open by `uid` reads: the newest that user made of the file, if a handle
+  // holds it and it is the same, else a new one (ENOMEM past that user's budget).
   std::shared_ptr<const std::string> snapshot(uint64_t ino, std::string text, uint32_t uid);
   std::vector<File> files_;  // file i has inode i + 2; the directory is inode 1
   const uint64_t snapshot_budget_;
   // Shared with the snapshots' deleters: a reply may hold one past its handle's release.
   std::shared_ptr<std::atomic<uint64_t>> held_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::mutex snapshots_mu_;
-  std::vector<std::weak_ptr<const std::string>> latest_;  // by file: its newest snapshot, while held
+  // By file and user: the newest snapshot that user made of it, while a handle holds it.
+  std::map<std::pair<uint64_t, uint32_t>, std::weak_ptr<const std::string>> latest_;
   // What each user's snapshots hold (shared with the deleters, as held_).
   std::unordered_map<uint32_t, std::shared_ptr<std::atomic<uint64_t>>> held_by_uid_;
   std::mutex sessions_mu_;
