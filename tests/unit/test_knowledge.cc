@@ -242,6 +242,12 @@ TEST(JobKnowledge, ANewJobBeyondTheMostForgetsTheIdlest) {
   EXPECT_EQ(k.jobs().size(), most);
 }
 
+std::set<std::string> job_names(const JobKnowledge& k) {
+  std::set<std::string> names;
+  for (const JobStatus& j : k.jobs()) names.insert(j.name);
+  return names;
+}
+
 // With the jobs full, a user who names ever new jobs pushed out other users' jobs, the idlest
 // first, however few those users had. Now the job forgotten is the idlest of whoever holds the
 // most jobs, the new one counted.
@@ -258,37 +264,48 @@ TEST(JobKnowledge, AUserWithManyJobsPushesOutTheirOwn) {
   }
   EXPECT_EQ(k.jobs().size(), most);
   for (uint32_t i = 0; i < 40; i++) k.publish("more" + std::to_string(i) + "@1", {{50 + i, Form::raw}});
-  std::map<std::string, size_t> names;
-  for (const JobStatus& j : k.jobs()) names[j.name]++;
+  std::set<std::string> names = job_names(k);
   EXPECT_EQ(names.size(), most);
   EXPECT_EQ(names.count("mine"), 1u) << "another user's many jobs pushed out the daemon user's one";
   EXPECT_EQ(names.count("b@2"), 1u) << "another user's many jobs pushed out this user's one";
   EXPECT_EQ(names.count("more39@1"), 1u);
   // A third user's new job takes the place of one of theirs too.
   k.publish("c@3", {{90, Form::raw}});
-  names.clear();
-  for (const JobStatus& j : k.jobs()) names[j.name]++;
+  names = job_names(k);
   EXPECT_EQ(names.size(), most);
   EXPECT_EQ(names.count("c@3") + names.count("mine") + names.count("b@2"), 3u);
 }
+
+// A source of two files, x and y, with its views' paths and the jobs' knowledge: what an order
+// session writes to.
+Tree scan_x_and_y(test::TempDir& d) {
+  d.write("src/x", "x");
+  d.write("src/y", "y");
+  PosixSource src(d / "src");
+  return Tree::scan(src);
+}
+struct OrderRig {
+  test::TempDir dir;
+  Tree tree = scan_x_and_y(dir);
+  ImageNames names{tree, ".ppm"};
+  ViewPaths paths{tree, names};
+  JobKnowledge knowledge{tree.size()};
+  // What the job has published so far (0 for a job the daemon does not know).
+  uint64_t published(const std::string& job) const {
+    for (const JobStatus& j : knowledge.jobs())
+      if (j.name == job) return j.published;
+    return 0;
+  }
+};
 
 // A write to `order` with a bad line used to leave its lines in the handle's buffer: the next
 // write parsed them again (the lines before the bad one published twice, the bad one failing
 // again), and the buffer grew with every write. A failed write now ends the handle.
 TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
-  test::TempDir d;
-  d.write("src/x", "x");
-  d.write("src/y", "y");
-  PosixSource src(d / "src");
-  Tree tree = Tree::scan(src);
-  ImageNames names(tree, ".ppm");
-  ViewPaths paths(tree, names);
-  JobKnowledge k(tree.size());
-  auto published = [&](const std::string& job) {
-    for (const JobStatus& j : k.jobs())
-      if (j.name == job) return j.published;
-    return uint64_t(0);
-  };
+  OrderRig rig;
+  JobKnowledge& k = rig.knowledge;
+  const ViewPaths& paths = rig.paths;
+  auto published = [&](const std::string& job) { return rig.published(job); };
   auto order = open_order_session(k, paths, nullptr);
   EXPECT_THROW(order->write("job a\nraw/x\njob b what\n"), Error);  // line 3 is bad
   EXPECT_EQ(published("a"), 1u);  // x, before the bad line (a job line publishes what came before)
@@ -321,19 +338,10 @@ TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
 // "default", and either's `reset` or `end` dropped the other's. Each user's names are now their
 // own; the daemon's own user's keep their plain names.
 TEST(JobFiles, EachUsersJobNamesAreTheirOwn) {
-  test::TempDir d;
-  d.write("src/x", "x");
-  d.write("src/y", "y");
-  PosixSource src(d / "src");
-  Tree tree = Tree::scan(src);
-  ImageNames names(tree, ".ppm");
-  ViewPaths paths(tree, names);
-  JobKnowledge k(tree.size());
-  auto published = [&](const std::string& job) {
-    for (const JobStatus& j : k.jobs())
-      if (j.name == job) return j.published;
-    return uint64_t(0);
-  };
+  OrderRig rig;
+  JobKnowledge& k = rig.knowledge;
+  const ViewPaths& paths = rig.paths;
+  auto published = [&](const std::string& job) { return rig.published(job); };
   EXPECT_EQ(job_owner_suffix(0, 0), "");
   EXPECT_EQ(job_owner_suffix(23456, 0), "@23456");
   EXPECT_EQ(job_owner_suffix(1000, 1000), "");
