@@ -130,16 +130,21 @@ std::shared_ptr<const std::string> ControlFs::snapshot(uint64_t ino, std::string
   std::shared_ptr<std::atomic<uint64_t>>& mine = held_by_uid_[uid];
   if (!mine) mine = std::make_shared<std::atomic<uint64_t>>(0);
   mine->fetch_add(size, std::memory_order_relaxed);
-  held_->fetch_add(size, std::memory_order_relaxed);
-  // The counters outlive this ControlFs if a reply still holds the snapshot.
+  // The counter outlives this ControlFs if a reply still holds the snapshot.
   std::shared_ptr<const std::string> made(new std::string(std::move(text)),
-                                          [total = held_, user = mine, size](const std::string* p) {
-                                            total->fetch_sub(size, std::memory_order_relaxed);
+                                          [user = mine, size](const std::string* p) {
                                             user->fetch_sub(size, std::memory_order_relaxed);
                                             delete p;
                                           });
   latest_[slot] = made;
   return made;
+}
+
+uint64_t ControlFs::snapshot_bytes() const {
+  std::lock_guard lock(snapshots_mu_);
+  uint64_t total = 0;
+  for (const auto& [uid, held] : held_by_uid_) total += held->load(std::memory_order_relaxed);
+  return total;
 }
 
 std::vector<Slice> ControlFs::read(uint64_t, uint64_t fh, uint64_t off, size_t size) {

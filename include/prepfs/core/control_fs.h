@@ -70,7 +70,7 @@ class ControlFs final : public Filesystem {
   void release(uint64_t ino, uint64_t fh) override;
   FsStat statfs() override { return {}; }
   // Bytes the read snapshots of all open handles hold (each shared copy once).
-  uint64_t snapshot_bytes() const { return held_->load(std::memory_order_relaxed); }
+  uint64_t snapshot_bytes() const;
 
   // The write path of the writable control files (called by the FUSE adaptor of this session).
   // Both throw Error(EROFS) for any other inode.
@@ -87,12 +87,11 @@ class ControlFs final : public Filesystem {
   std::shared_ptr<const std::string> snapshot(uint64_t ino, std::string text, uint32_t uid);
   std::vector<File> files_;  // file i has inode i + 2; the directory is inode 1
   const uint64_t snapshot_budget_;
-  // Shared with the snapshots' deleters: a reply may hold one past its handle's release.
-  std::shared_ptr<std::atomic<uint64_t>> held_ = std::make_shared<std::atomic<uint64_t>>(0);
-  std::mutex snapshots_mu_;
+  mutable std::mutex snapshots_mu_;
   // By file and user: the newest snapshot that user made of it, while a handle holds it.
   std::map<std::pair<uint64_t, uint32_t>, std::weak_ptr<const std::string>> latest_;
-  // What each user's snapshots hold (shared with the deleters, as held_).
+  // What each user's snapshots hold, shared with the snapshots' deleters: a reply may hold one
+  // past its handle's release.
   std::unordered_map<uint32_t, std::shared_ptr<std::atomic<uint64_t>>> held_by_uid_;
   std::mutex sessions_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<WriteSession>> sessions_;  // by handle
