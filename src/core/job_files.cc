@@ -208,10 +208,6 @@ std::string render_resident(const SampleList& samples, const SampleResidency& re
   return bits;
 }
 
-std::string job_owner_suffix(uint32_t writer_uid, uint32_t daemon_uid) {
-  return writer_uid == daemon_uid ? std::string() : "@" + std::to_string(writer_uid);
-}
-
 std::unique_ptr<ControlFs::WriteSession> open_order_session(JobKnowledge& knowledge, const ViewPaths& paths,
                                                             std::function<void()> published, std::string owner) {
   return std::make_unique<OrderSession>(knowledge, paths, std::move(published), std::move(owner));

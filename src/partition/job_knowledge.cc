@@ -101,6 +101,10 @@ JobKnowledge::JobKnowledge(size_t nodes) : nodes_(nodes), importance_(nodes, std
 
 JobKnowledge::~JobKnowledge() = default;
 
+std::string job_owner_suffix(uint32_t writer_uid, uint32_t daemon_uid) {
+  return writer_uid == daemon_uid ? std::string() : "@" + std::to_string(writer_uid);
+}
+
 std::string_view job_owner(std::string_view job) {
   const size_t at = job.find('@');
   return at == std::string_view::npos ? std::string_view() : job.substr(at);

@@ -24,13 +24,8 @@ namespace prepfs {
 std::string render_samples(const SampleList& samples, const Tree& tree, const ViewPaths& paths);
 std::string render_resident(const SampleList& samples, const SampleResidency& residency);
 
-// Each user's job names are their own: a job a user names NAME is known as NAME@UID, except the
-// daemon's own user's, known as NAME. Another user's `job NAME`, `reset` or `end` then never
-// touches it (two users' unnamed orders used to be one job, "default").
-std::string job_owner_suffix(uint32_t writer_uid, uint32_t daemon_uid);
-
 // `published` runs after each write that published accesses (the prefetcher's wake-up); `owner`
-// is the writer's job_owner_suffix.
+// is the writer's job_owner_suffix (job_knowledge.h): each user's job names are their own.
 std::unique_ptr<ControlFs::WriteSession> open_order_session(JobKnowledge& knowledge, const ViewPaths& paths,
                                                             std::function<void()> published, std::string owner = "");
 std::unique_ptr<ControlFs::WriteSession> open_importance_session(JobKnowledge& knowledge, const SampleList& samples,

@@ -55,8 +55,12 @@ struct JobStatus {
   uint64_t pending = 0;    // published, not read yet
 };
 
-// Whose job this is: "@UID" for a job an order session named for another user than the daemon's
-// (core/job_files.h), "" for the daemon's own user's. No job name has '@' otherwise.
+// Each user's job names are their own: a job a user names NAME is known as NAME + this suffix,
+// "@UID", except the daemon's own user's, known as NAME. Another user's `job NAME`, `reset` or
+// `end` then never touches it (two users' unnamed orders used to be one job, "default").
+std::string job_owner_suffix(uint32_t writer_uid, uint32_t daemon_uid);
+// Whose job this is: its job_owner_suffix ("" for the daemon's own user's). No job name has '@'
+// otherwise.
 std::string_view job_owner(std::string_view job);
 
 class JobKnowledge final : public SampleKnowledge {
