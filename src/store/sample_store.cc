@@ -230,10 +230,7 @@ void SampleStore::unstage(const CacheKey& k, const Admission& where, TakenBy by)
 }
 
 ChunkRef SampleStore::augmented(const Sample& s, uint32_t variant, bool last_serve) {
-  if (!s.dims.known()) {
-    const Sample known = probed(s, false);
-    return augmented(known, variant, last_serve);
-  }
+  if (!s.dims.known()) throw Error(EIO, "augmented " + s.path + " without its header (see with_header)");
   renderer_.check_renderable(s);
   const Admission admission = last_serve ? Admission::last() : admit(s, Form::augmented);
   const CacheKey k = key(s, Form::augmented, variant, 0);

@@ -67,8 +67,9 @@ class Planner {
   // plan filled), and a kept one is laid out for the real count. Only while the job has served
   // fewer than kGuessedCacheEpochs: later the cache holds served samples, and refills are weighed.
   // Nor after a restart over a saved partial index (`restarted_over_saved_index`, whether the index
-  // was reused or the source rescanned): its SSD holds what the last mount's measured plans chose. other_bytes: PlannerConfig::other_bytes, now that
-  // every header is known (at mount only the files whose headers were read could be counted).
+  // was reused or the source rescanned): its SSD holds what the last mount's measured plans
+  // chose. other_bytes: PlannerConfig::other_bytes, now that every header is known (at mount only
+  // the files whose headers were read could be counted).
   void plan_with_complete_index(const std::string& reason, bool restarted_over_saved_index, double other_bytes);
   static constexpr double kGuessedCacheEpochs = 0.5;
   // Called periodically: re-plans when the inputs drifted past the threshold.

@@ -65,8 +65,9 @@ class SampleStore {
   // The decoded file: header + pixels (EIO for a file that is not a sample). With a held slot,
   // null while another caller decodes it (that decode may be waiting for the held slot).
   ChunkRef decoded(const Sample& s, SlotUse slot = SlotUse::take);
-  // Variant `variant` of the augmented file. On its last serve the variant is never admitted to
-  // a tier (and a cached copy is dropped): nobody will ask for it again.
+  // Variant `variant` of the augmented file, of s with its header known (with_header). On its
+  // last serve the variant is never admitted to a tier (and a cached copy is dropped): nobody will
+  // ask for it again.
   ChunkRef augmented(const Sample& s, uint32_t variant, bool last_serve);
   // The variant again, for a handle that did not keep the bytes its open got (core/augmented_fs.h):
   // s as that open rendered it (header known). A copy a tier or the staging holds serves, left in
