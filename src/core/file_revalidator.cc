@@ -31,18 +31,26 @@ void FileRevalidator::maybe_revalidate(uint32_t id, bool force) {
   bump(counters_.revalidations);
   const std::string path = tree_.path(id);
   try {
-    const SourceStat st = source_.stat(path);
-    const FileVersion old = tree_.version(id);
-    const FileVersion now = version_of(st);
-    if (now == old || !S_ISREG(st.mode)) return;
-    // The header again: a resized image has other dimensions, hence other decoded/ and
-    // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
-    // until a later revalidation succeeds.
-    tree_.set_file_state(id, Tree::FileState{now, probe_image(source_, path, now), st.mode, st.owner});
-    bump(counters_.changed_files);
-    spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
-    std::lock_guard lock(listeners_mu_);
-    for (const Changed& changed : listeners_) changed(id, old);
+    // The tree's version is read before the stat and replaced only if still that one: two
+    // revalidations of one file may overlap (a TTL check and a read error's), and the one that
+    // commits last must not install the older stat. The loser stats again; a third overlap in a
+    // row is left to the next check.
+    for (int attempt = 0; attempt < 3; attempt++) {
+      const FileVersion old = tree_.version(id);
+      const SourceStat st = source_.stat(path);
+      const FileVersion now = version_of(st);
+      if (now == old || !S_ISREG(st.mode)) return;
+      // The header again: a resized image has other dimensions, hence other decoded/ and
+      // augmented/ sizes. If that read fails the old version stays, and reads keep answering EIO
+      // until a later revalidation succeeds.
+      const Tree::FileState state{now, probe_image(source_, path, now), st.mode, st.owner};
+      if (!tree_.replace_file_state(id, old, state)) continue;
+      bump(counters_.changed_files);
+      spdlog::info("source file {} changed (size {} -> {}); serving the new version", path, old.size, st.size);
+      std::lock_guard lock(listeners_mu_);
+      for (const Changed& changed : listeners_) changed(id, old);
+      return;
+    }
   } catch (const Error& e) {
     spdlog::warn("revalidating {}: {}", path, e.what());
   }

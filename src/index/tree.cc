@@ -165,15 +165,29 @@ Tree::FileState Tree::file_state(uint32_t id) const {
 }
 
 void Tree::set_file_state(uint32_t id, const FileState& s) {
-  Node& n = nodes_[id];
+  versions_lock_->write(id, [&] { store_file_state(id, s); });
+}
+
+bool Tree::replace_file_state(uint32_t id, const FileVersion& expected, const FileState& s) {
+  bool replaced = false;
   versions_lock_->write(id, [&] {
-    relaxed_store(n.size, s.version.size);
-    relaxed_store(n.mtime_ns, s.version.mtime_ns);
-    relaxed_store(n.identity, s.version.identity);
-    relaxed_store(n.mode, (n.mode & S_IFMT) | (s.mode & ~S_IFMT));
-    relaxed_store(n.owner, owners_->intern(s.owner));  // interning is serialized by the write lock
-    store_dims(id, s.dims);
+    const Node& n = nodes_[id];
+    if (FileVersion{relaxed_load(n.size), relaxed_load(n.mtime_ns), relaxed_load(n.identity)} != expected) return;
+    store_file_state(id, s);
+    replaced = true;
   });
+  return replaced;
+}
+
+// Under the file's write lock.
+void Tree::store_file_state(uint32_t id, const FileState& s) {
+  Node& n = nodes_[id];
+  relaxed_store(n.size, s.version.size);
+  relaxed_store(n.mtime_ns, s.version.mtime_ns);
+  relaxed_store(n.identity, s.version.identity);
+  relaxed_store(n.mode, (n.mode & S_IFMT) | (s.mode & ~S_IFMT));
+  relaxed_store(n.owner, owners_->intern(s.owner));  // interning is serialized by the write lock
+  store_dims(id, s.dims);
 }
 
 // Under the file's write lock.

@@ -20,6 +20,7 @@
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
 #include "prepfs/core/augmented_fs.h"
+#include "prepfs/core/file_revalidator.h"
 #include "prepfs/index/image_probe.h"
 #include "prepfs/index/tree.h"
 #include "prepfs/partition/planner.h"
@@ -1124,6 +1125,38 @@ class AfterReadSource : public Source {
   PosixSource inner_;
   std::function<void()> hook_;
 };
+
+// Two revalidations of one file overlap: the first stats version 2 and reads its header, the
+// file becomes version 3, and the second (a read error's) installs 3 before the first commits.
+// The first then installed its older stat, so the index claimed version 2 of a file at 3 and
+// every read of it failed until a later check.
+TEST(FileRevalidator, AnOverlappingRevalidationNeverInstallsTheOlderStat) {
+  test::TempDir d;
+  d.write("src/a.bin", std::string(100, 'a'));
+  FileRevalidator* revalidator = nullptr;
+  Tree* tree = nullptr;
+  uint32_t node = 0;
+  // After the first revalidation's header read (its stat done, its commit to come).
+  AfterReadSource src(d / "src", [&] {
+    d.write("src/a.bin", std::string(300, 'c'));  // version 3
+    revalidator->maybe_revalidate(node, true);
+    ASSERT_EQ(tree->version(node).size, 300u) << "the second revalidation did not install version 3";
+  });
+  Tree scanned = Tree::scan(src);
+  tree = &scanned;
+  node = *scanned.lookup(Tree::kRoot, "a.bin");
+  ViewCounters counters;
+  FileRevalidator r(scanned, src, counters, 0);
+  revalidator = &r;
+  std::vector<uint64_t> told;  // the old sizes listeners were told of
+  r.on_change([&](uint32_t, const FileVersion& old) { told.push_back(old.size); });
+  d.write("src/a.bin", std::string(200, 'b'));  // version 2
+  r.maybe_revalidate(node, true);
+  EXPECT_EQ(scanned.version(node), version_of(src.stat("a.bin"))) << "the index holds an older version";
+  EXPECT_EQ(scanned.version(node).size, 300u);
+  EXPECT_EQ(told, (std::vector<uint64_t>{100})) << "listeners are told of each version replaced, once";
+  EXPECT_EQ(load(counters.changed_files), 1u);
+}
 
 // A pipeline whose images would pass max_pixels is refused (EIO) before any work: from the JPEG
 // it was, but a render from cached decoded pixels went ahead, so the same augmented/ file was EIO

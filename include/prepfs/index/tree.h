@@ -101,6 +101,10 @@ class Tree {
   };
   FileState file_state(uint32_t id) const;
   void set_file_state(uint32_t id, const FileState& s);
+  // set_file_state only while the file is still at version `expected`; false when another
+  // writer replaced it first (two revalidations of one file: the later commit must not be an
+  // older stat).
+  bool replace_file_state(uint32_t id, const FileVersion& expected, const FileState& s);
 
   uint64_t memory_bytes() const;  // what the index costs in RAM
   // Counted once when the tree is built or probed: stats and metrics read them on every scrape.
@@ -120,6 +124,7 @@ class Tree {
 
  private:
   void store_dims(uint32_t id, ImageDims d);  // under the file's write lock
+  void store_file_state(uint32_t id, const FileState& s);  // under the file's write lock
   std::vector<Node> nodes_;
   std::string arena_;
   std::vector<ImageDims> dims_;  // parallel to nodes_ once probed
