@@ -299,9 +299,6 @@ bool SsdTier::put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t
 }
 
 bool SsdTier::put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample) {
-  // The gate below refuses every spare while a full disk keeps the budget low, so the writer's
-  // loop, which probes for room otherwise, may never run again: probe here too (as rarely).
-  maybe_reprobe();
   {
     std::lock_guard lock(mu_);
     if (names_.count(key) && !doomed_.count(key)) return true;  // as in put_async
@@ -332,7 +329,7 @@ void SsdTier::writer_loop() {
     job.taken = ++taken_;
     lock.unlock();
     if (opts_.job_taken) opts_.job_taken(job.key);
-    maybe_reprobe();
+    probe_room_if_due();
     write_entry(job);
     job.chunk.reset();  // freed outside the queue's lock
     if (opts_.job_done) opts_.job_done(job.key);
@@ -343,7 +340,7 @@ void SsdTier::writer_loop() {
 }
 
 // After the disk filled up: is there room again? (statvfs outside the lock.)
-void SsdTier::maybe_reprobe() {
+void SsdTier::probe_room_if_due() {
   {
     std::lock_guard lock(mu_);
     if (planned_.budget() >= configured_budget_ || Clock::now() < next_probe_) return;
@@ -415,7 +412,7 @@ void SsdTier::write_entry(const Job& job) {
       bump(counters_.write_errors);
       if (err == ENOSPC || err == EDQUOT) {
         // The disk holds less than the budget promised: live within what it does hold, and look
-        // again later (maybe_reprobe) in case room comes back.
+        // again later (probe_room_if_due) in case room comes back.
         const uint64_t lowered = (planned_.bytes() + spare_.bytes()) / 10 * 9;
         if (!full_logged_)
           spdlog::warn("ssd tier: {} is full; lowering the ssd budget from {} to {} bytes (probed again every {} s)",
@@ -423,8 +420,9 @@ void SsdTier::write_entry(const Job& job) {
         full_logged_ = true;
         set_budget(lowered, &gone);
         next_probe_ = Clock::now() + opts_.reprobe_interval;
-      } else {
-        spdlog::warn("ssd tier: cannot write {}: {}", dir_.path_of(job.key, name), std::strerror(err));
+      } else if (write_error_log_.allow()) {
+        spdlog::warn("ssd tier: cannot write {}: {} ({} write errors so far; the entry is not cached on ssd)",
+                     dir_.path_of(job.key, name), std::strerror(err), load(counters_.write_errors));
       }
     }
   }

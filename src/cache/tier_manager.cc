@@ -52,6 +52,9 @@ void TierManager::land(const CacheKey& key, const ChunkRef& chunk, Form form, Ad
   // all the same (an SSD admission is queued, and may not be readable back for a while).
   const bool in_ram = admit.ram && ram_->put(key, chunk, form, sample);
   if (!in_ram && !admit.last_use && admit.recent) ram_->put_recent(key, chunk);
+  // A spare copy may follow, refused while a full disk keeps the SSD's budget low: its probe for
+  // room is a statvfs, made here before the flight lock, which every miss takes.
+  if (ssd_ && from_fill && in_ram) ssd_->probe_room_if_due();
   // The end of the flight, under its lock. An erase that came while this fill ran wins: the
   // chunk is served, not kept (else a re-plan's move could leave the entry it dropped behind,
   // in RAM or on the SSD); the SSD writes are queued only here, so none needs undoing. An

@@ -25,6 +25,10 @@
 #include "prepfs/common/error.h"
 #include "temp_dir.h"
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sstream>
+
 using namespace prepfs;
 
 namespace {
@@ -756,21 +760,93 @@ TEST(SsdTier, AFullDiskLowersTheBudgetUntilRoomComesBack) {
   EXPECT_TRUE(ssd.get(key_for("k12")));
 }
 
+// A TierManager whose SSD (1 MiB) is full while `full` is set, with `free_bytes()` free, probed
+// again at every chance; fill(name) reads a 10,000-byte chunk that RAM keeps (a spare copy of
+// it is queued for the SSD) and waits for the SSD's queue.
+struct FullDiskManager {
+  test::TempDir dir;
+  std::atomic<bool> full{false};
+  std::function<uint64_t()> free_bytes = [] { return uint64_t(0); };
+  std::unique_ptr<TierManager> tm;
+
+  FullDiskManager() {
+    CacheConfig cfg{64 << 20, 1 << 20, dir.path(), "lru"};
+    cfg.ssd_options.write_fault = [this](const CacheKey&) { return full ? ENOSPC : 0; };
+    cfg.ssd_options.free_bytes = [this] { return free_bytes(); };
+    cfg.ssd_options.reprobe_interval = std::chrono::milliseconds(0);
+    tm = std::make_unique<TierManager>(cfg);
+  }
+  void fill(const std::string& name) {
+    tm->get_or_fill(key_for(name), Form::raw, [] { return chunk_of(test::pattern(10'000, 1)); },
+                    Admission{true, false});
+  }
+};
+
 // A full disk while the tier held nothing (the plan keeps everything in RAM: the SSD has spare
 // copies only) lowers the budget to 0. Spares were then refused at their gate, so no write ever
 // reached the writer, whose loop alone probed for room again: no spare copy until a restart.
-TEST(SsdTier, SpareCopiesComeBackAfterAFullDiskLeftTheTierEmpty) {
-  FullDiskSsd t;
-  SsdTier& ssd = *t.ssd;
+TEST(TierManager, SpareCopiesComeBackAfterAFullDiskLeftTheSsdEmpty) {
+  FullDiskManager t;
   t.full = true;
-  EXPECT_TRUE(ssd.put_spare_async(key_for("s1"), chunk_of(test::pattern(10'000, 1)), Form::raw));
-  ASSERT_TRUE(ssd.flush());
-  ASSERT_EQ(ssd.stats().budget, 0u);
+  t.fill("s1");
+  ASSERT_TRUE(t.tm->flush());
+  ASSERT_EQ(t.tm->ssd()->stats().budget, 0u);
   t.full = false;
-  t.free_bytes = 100 << 20;
-  EXPECT_TRUE(ssd.put_spare_async(key_for("s2"), chunk_of(test::pattern(10'000, 2)), Form::raw));
-  ASSERT_TRUE(ssd.flush());
-  EXPECT_TRUE(ssd.contains_spare(key_for("s2")));
+  t.free_bytes = [] { return uint64_t(100) << 20; };
+  t.fill("s2");
+  ASSERT_TRUE(t.tm->flush());
+  EXPECT_TRUE(t.tm->ssd()->contains_spare(key_for("s2")));
+}
+
+// That probe is a statvfs of the cache's disk. It ran under the lock every miss takes (the end of
+// a fill's flight), so a slow or hung disk held up every other fill, the cache's RAM hits' too.
+TEST(TierManager, AProbeForRoomOnAFullSsdHoldsUpNoOtherFill) {
+  FullDiskManager t;
+  t.full = true;
+  t.fill("s1");
+  ASSERT_TRUE(t.tm->flush());
+  ASSERT_EQ(t.tm->ssd()->stats().budget, 0u);
+  Gate gate;
+  std::atomic<std::thread::id> prober{};
+  t.free_bytes = [&] {
+    if (std::this_thread::get_id() == prober.load()) gate.wait();  // a disk that hangs, for one caller
+    return uint64_t(0);
+  };
+  auto probing = std::async(std::launch::async, [&] {
+    prober = std::this_thread::get_id();
+    t.fill("s2");
+  });
+  gate.until_entered();
+  auto other = std::async(std::launch::async, [&] { t.fill("other"); });
+  const bool finished = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  gate.release();
+  probing.get();
+  other.get();
+  EXPECT_TRUE(finished) << "a fill waited for another fill's probe of the disk";
+}
+
+// A disk that fails every write (EIO, a read-only remount) logged a warning per write, a line
+// for every miss under steady reads. One now and then, with the count so far.
+TEST(SsdTier, ADiskThatFailsEveryWriteIsNotLoggedForEach) {
+  test::TempDir dir;
+  SsdTierOptions o;
+  o.write_fault = [](const CacheKey&) { return EIO; };
+  TierCounters c;
+  SsdTier ssd(dir.path(), 1 << 20, make_policy("lru"), c, o);
+  std::ostringstream lines;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(lines)));
+  for (int i = 0; i < 50; i++) {
+    ssd.put_async(key_for("k" + std::to_string(i)), chunk_of(test::pattern(1000, i)), Form::raw);
+    ssd.flush();
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(load(c.write_errors), 50u);
+  const std::string log = lines.str();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("Input/output error"), std::string::npos) << log;
+  EXPECT_EQ(ssd.stats().entries, 0u);
 }
 
 // Per-form quotas are shares of the SSD's budget and follow it. A re-plan while a full disk had

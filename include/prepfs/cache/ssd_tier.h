@@ -30,6 +30,7 @@
 #include "prepfs/cache/ssd_dir.h"
 #include "prepfs/cache/ssd_entry.h"
 #include "prepfs/cache/tier_index.h"
+#include "prepfs/common/log_limiter.h"
 #include "prepfs/common/stats.h"
 
 namespace prepfs {
@@ -86,8 +87,15 @@ class SsdTier {
   bool put_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
   void sample_changed(uint32_t sample);  // its next use changed: re-rank its planned entries
   // Queues a spare copy of an entry the RAM tier holds; false when there is no room for it (in the
-  // budget planned entries leave free, or in its half of the queue).
+  // budget planned entries leave free, or in its half of the queue). It never touches the file
+  // system; while a full disk keeps the budget low it refuses every spare, so a caller that queues
+  // spares calls probe_room_if_due() too (outside its own locks).
   bool put_spare_async(const CacheKey& key, ChunkRef chunk, Form form, uint32_t sample = kNoSample);
+  // After a full disk lowered the budget: looks at the disk's free space once per
+  // reprobe_interval, and raises the budget when room came back. A statvfs, which can block: the
+  // writer calls it before each write, and TierManager before it queues a spare, both outside
+  // any lock of theirs.
+  void probe_room_if_due();
   void erase(const CacheKey& key);
   // Each form's share (0..1) of the budget, as per-form quotas that follow the budget when it
   // moves (a full disk lowers it, room coming back raises it). Quotas set in bytes from a lowered
@@ -124,7 +132,6 @@ class SsdTier {
   void writer_loop();
   void write_entry(const Job& job);
   int write_file(const Job& job);  // the temporary file, then the rename; 0 or the errno
-  void maybe_reprobe();
   void unlink_all(const Names& names);
   // Before a publish: waits until no file of the key is being unlinked. A file name is fixed per
   // key, so an unlink of the forgotten old entry that came late would remove the new one.
@@ -168,6 +175,7 @@ class SsdTier {
   std::unordered_map<CacheKey, uint32_t, CacheKeyHash> unlinking_;
   std::condition_variable unlinked_cv_;
   bool full_logged_ = false;
+  LogLimiter write_error_log_;  // a dead disk fails every write: said once in a while
   std::chrono::steady_clock::time_point next_probe_{};
 
   std::mutex q_mu_;
