@@ -37,7 +37,7 @@ void KeyTree::add_dirs(std::string_view dir, int64_t mtime_ns) {
   }
 }
 
-void KeyTree::add(std::string_view key, uint64_t size, int64_t mtime_ns) {
+void KeyTree::add(std::string_view key, uint64_t size, int64_t mtime_ns, uint64_t identity) {
   if (key.empty()) return;  // the prefix itself (a marker of the root)
   std::string_view path = key;
   bool marker = false;
@@ -63,7 +63,7 @@ void KeyTree::add(std::string_view key, uint64_t size, int64_t mtime_ns) {
   }
   size_t slash = path.rfind('/');
   if (slash != std::string_view::npos) add_dirs(path.substr(0, slash), mtime_ns);
-  files_.push_back(File{std::string(path), size, mtime_ns});
+  files_.push_back(File{std::string(path), size, mtime_ns, identity});
 }
 
 std::vector<TreeEntry> KeyTree::finish() {
@@ -78,7 +78,7 @@ std::vector<TreeEntry> KeyTree::finish() {
       skip(SkipReason::shadowed_by_prefix, f.path);
       continue;
     }
-    out.push_back(TreeEntry{std::move(f.path), SourceStat{kS3FileMode, f.size, f.mtime_ns, {}}});
+    out.push_back(TreeEntry{std::move(f.path), SourceStat{kS3FileMode, f.size, f.mtime_ns, {}, f.identity}});
   }
   files_.clear();
   files_.shrink_to_fit();

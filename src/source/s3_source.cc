@@ -145,6 +145,8 @@ AwsCredentials load_aws_credentials(const std::string& profile_opt) {
   return AwsCredentials{{}, {}, {}, "none"};
 }
 
+uint64_t s3_version_identity(const std::string& etag) { return XXH3_64bits(etag.data(), etag.size()); }
+
 int64_t s3_version_mtime(int64_t last_modified_ns, const std::string& etag) {
   int64_t secs = last_modified_ns / 1'000'000'000;
   if (last_modified_ns < 0 && last_modified_ns % 1'000'000'000 != 0) secs--;
@@ -353,7 +355,7 @@ void S3Source::scan(const Visitor& visit) {
       }
       objects++;
       tree.add(std::string_view(o.key).substr(url_.prefix.size()), o.size,
-               s3_version_mtime(o.last_modified_ns, o.etag));
+               s3_version_mtime(o.last_modified_ns, o.etag), s3_version_identity(o.etag));
     }
     // A server that hands out a token twice (A -> B -> A) would be listed forever.
     if (page.truncated && !seen_tokens.insert(page.next_token).second)
@@ -391,10 +393,9 @@ SourceStat S3Source::stat(const std::string& rel) {
       throw Error(EIO, "HEAD " + source_ + "/" + rel + " answered without " +
                            (r[0].content_length < 0 ? "Content-Length" : lm < 0 ? "a valid Last-Modified" : "ETag") +
                            ": its version is unknown");
-    return SourceStat{s3::kS3FileMode,
-                      static_cast<uint64_t>(std::max<int64_t>(r[0].content_length, 0)),
-                      s3_version_mtime(int64_t(lm) * 1'000'000'000, s3::normalize_etag(r[0].etag)),
-                      {}};
+    const std::string etag = s3::normalize_etag(r[0].etag);
+    return SourceStat{s3::kS3FileMode, static_cast<uint64_t>(std::max<int64_t>(r[0].content_length, 0)),
+                      s3_version_mtime(int64_t(lm) * 1'000'000'000, etag), {}, s3_version_identity(etag)};
   } catch (const Error& e) {
     if (e.err() != ENOENT) throw;
   }
@@ -442,8 +443,9 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       // must not turn an overwritten object into the old one's cache entries.
       if (r.etag.empty())
         throw Error(EIO, "GET " + source_ + "/" + rel + " answered without an ETag: its version is unknown");
-      const bool etag_ok = s3_version_mtime(0, s3::normalize_etag(r.etag)) ==
-                           ((expect.mtime_ns % 1'000'000'000) + 1'000'000'000) % 1'000'000'000;
+      // All 64 bits of the ETag's hash: the 30 folded into mtime_ns would let a same-size
+      // rewrite whose ETag was ground to match pass for the listed version.
+      const bool etag_ok = s3_version_identity(s3::normalize_etag(r.etag)) == expect.identity;
       if (total != expect.size || !etag_ok) {
         bump(counters_.changed);
         spdlog::warn(

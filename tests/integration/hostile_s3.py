@@ -13,6 +13,9 @@ just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per ser
   far_head  once armed, HEADs of objects answer a Last-Modified in the year 9999, past what
            int64 nanoseconds hold
   no_etag  once armed, object GETs answer without an ETag (a proxy that strips it)
+  folded_etag  once armed, object GETs answer other bytes of the same size under another ETag,
+           FOLDED_ETAG, whose XXH3-64 agrees with the listed one's modulo 1e9 (the part of the
+           hash folded into the version's mtime_ns) but not beyond
 """
 import threading
 import urllib.parse
@@ -20,6 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import time
 
 OBJECT = b"x" * 1000
+# Found by a search over 2^32 candidates: XXH3_64(FOLDED_ETAG) % 1e9 == XXH3_64(LISTED_ETAG) % 1e9
+# == 110593109, while the two hashes differ.
+LISTED_ETAG = "0123456789abcdef0123456789abcdef"
+FOLDED_ETAG = "fedcba9876543210cc7fdb1600000000"
 
 
 def page(keys, next_token=None):
@@ -71,6 +78,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, page(["ds/slow.bin"]))
         if fault == "no_etag" and self.server.armed:
             return self.reply(200, OBJECT)
+        if fault == "folded_etag" and self.server.armed:
+            return self.reply(200, b"y" * len(OBJECT), [("ETag", f'"{FOLDED_ETAG}"')])
         if not self.server.armed or fault != "trickle":
             return self.reply(200, OBJECT, [("ETag", '"0123456789abcdef0123456789abcdef"')])
         # An object GET: the trickle.

@@ -103,6 +103,25 @@ def test_a_get_reply_without_an_etag_is_refused(tmp_path):
             assert "answered without an ETag" in fs.log_text()
 
 
+def test_a_get_reply_whose_etag_matches_the_listed_one_only_in_part_is_refused(tmp_path):
+    """A read compared the reply's ETag with the 30 bits of its hash folded into the version's
+    mtime: a same-size rewrite whose ETag agreed in those bits (one in a billion, or ground on
+    purpose: an ETag is the MD5 of the bytes) was served, and cached, as the listed version."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("folded_etag") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=1"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            with open(os.path.join(fs.mnt, ".prepfs", "evict"), "w") as f:
+                f.write("1")  # the mount's probe of the object cached its bytes
+            drop_page_cache()
+            srv.arm()
+            with pytest.raises(OSError) as e:
+                with open(fs.raw("slow.bin"), "rb") as f:
+                    f.read()
+            assert e.value.errno == errno.EIO
+            assert "changed since it was listed" in fs.log_text()
+
+
 @pytest.mark.parametrize("fault", ["bare_head", "far_head"])
 def test_a_head_reply_without_a_version_keeps_the_version_the_mount_has(tmp_path, fault):
     """A HEAD answered without Content-Length, Last-Modified or ETag tells no version. It used to

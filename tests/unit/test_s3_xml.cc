@@ -141,6 +141,20 @@ TEST(S3Version, MtimeKeepsSecondsAndFoldsTheEtag) {
   EXPECT_EQ(a, s3_version_mtime(1704164645ll * 1'000'000'000, "etag-a"));  // listing ms vs HEAD seconds
 }
 
+// A read compares the reply's ETag with all 64 bits of the listed one's hash (the version's
+// identity, which the cache key includes too), not the 30 bits folded into mtime_ns.
+TEST(S3Version, IdentityIsTheWholeEtagHashAndTheListingKeepsIt) {
+  EXPECT_NE(s3_version_identity("etag-a"), s3_version_identity("etag-b"));
+  EXPECT_NE(s3_version_identity("etag-a"), 0u);
+  KeyTree t;
+  t.add("d/a.bin", 10, 5'000'000'000, s3_version_identity("etag-a"));
+  const std::vector<TreeEntry> entries = t.finish();
+  ASSERT_EQ(entries.size(), 3u);  // "", "d", "d/a.bin"
+  EXPECT_EQ(entries[2].path, "d/a.bin");
+  EXPECT_EQ(entries[2].st.identity, s3_version_identity("etag-a"));
+  EXPECT_EQ(entries[1].st.identity, 0u) << "a directory has no ETag";
+}
+
 namespace {
 std::vector<std::string> paths(KeyTree& t) {
   std::vector<std::string> out;

@@ -30,8 +30,8 @@ struct TreeEntry {
 
 class KeyTree {
  public:
-  // rel_key: the key with the mount's prefix removed.
-  void add(std::string_view rel_key, uint64_t size, int64_t mtime_ns);
+  // rel_key: the key with the mount's prefix removed; identity: its FileVersion::identity.
+  void add(std::string_view rel_key, uint64_t size, int64_t mtime_ns, uint64_t identity = 0);
   // All entries: the root "" first, then in byte order of the path, which puts every directory
   // before its children. Directory mtimes are the newest object mtime beneath them.
   std::vector<TreeEntry> finish();
@@ -47,6 +47,7 @@ class KeyTree {
     std::string path;
     uint64_t size;
     int64_t mtime_ns;
+    uint64_t identity;
   };
   std::vector<File> files_;
   std::unordered_map<std::string, int64_t> dirs_;  // path -> newest mtime beneath

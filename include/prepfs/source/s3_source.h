@@ -4,11 +4,12 @@
 // to a tree by s3::KeyTree (unsafe keys skipped, see s3_keys.h). There is no cheap directory
 // fingerprint, so dir_fingerprint() is nullopt and the index is rebuilt by listing at every mount.
 //
-// Versions: FileVersion is {size, mtime_ns}. mtime_ns = LastModified in whole seconds, plus, in the
-// nanosecond field, XXH3(ETag) mod 1e9. The displayed mtime is right to the second, and the
-// cache key (built from size + mtime) changes when the ETag does, even for a same-size rewrite
-// within the same second. A read checks the reply's ETag and total size against the expected
-// version and answers EIO on a mismatch, so bytes of another version are never returned.
+// Versions: FileVersion is {size, mtime_ns, identity}. identity = XXH3-64 of the ETag; mtime_ns =
+// LastModified in whole seconds, plus, in the nanosecond field, XXH3(ETag) mod 1e9 (so the
+// displayed mtime is right to the second and still moves with a same-size rewrite within the
+// second). The cache key (built from all three) changes when the ETag does. A read checks the
+// reply's ETag (all 64 bits of its hash) and total size against the expected version and answers
+// EIO on a mismatch, so bytes of another version are never returned.
 //
 // Reads: one ranged GET per read (the core reads 1 MiB chunks); a read larger than part_size is
 // split into parts fetched in parallel. Transfers run on libcurl's multi interface (one loop
@@ -67,8 +68,9 @@ AwsCredentials load_aws_credentials(const std::string& profile);
 // The [profile] section of a credentials file's text.
 AwsCredentials parse_credentials_file(const std::string& text, const std::string& profile);
 
-// mtime_ns as described above.
+// mtime_ns and identity as described above (etag normalized: s3::normalize_etag).
 int64_t s3_version_mtime(int64_t last_modified_ns, const std::string& etag);
+uint64_t s3_version_identity(const std::string& etag);
 
 class S3Source final : public Source {
  public:

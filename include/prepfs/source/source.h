@@ -52,8 +52,7 @@ struct DirFingerprint {
 // every write, chmod, chown or rename and no user can set it, and a file renamed over another has
 // another inode. (The device counts relative to the source root's, 0 for the root's own file
 // system, so a remount that renumbers it keeps versions, indexes and cached entries valid.)
-// S3 has no such triple: its identity is 0 and the ETag is folded into mtime_ns instead
-// (s3_source.h).
+// S3 has no such triple: its identity is a 64-bit hash of the ETag (s3_source.h).
 struct FileVersion {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
