@@ -122,7 +122,15 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->fh = r.fh;
     fi->keep_cache = r.keep_cache;
     fi->direct_io = r.direct_io;
-    fuse_reply_open(req, fi);
+    if (fuse_reply_open(req, fi) == 0) return;
+    // The kernel never got the handle (the open was interrupted, the connection is gone), so no
+    // RELEASE will come for it: what it holds (a variant, a snapshot's budget) goes now. After
+    // the reply, nothing may throw into guarded(), which would reply a second time.
+    try {
+      fs_of(req).release(ino, r.fh);
+    } catch (const std::exception& e) {
+      spdlog::debug("release of an open the kernel never saw: {}", e.what());
+    }
   });
 }
 
