@@ -66,6 +66,8 @@ bool Beneath::kernel_resolves() {
 
 int Beneath::open(const std::string& rel, int flags) const {
   flags |= O_CLOEXEC | O_NOFOLLOW;
+  // A NUL would end the path early in the kernel's eyes: "a\0x" names "a".
+  if (rel.find('\0') != std::string::npos) throw_errno(EXDEV, "open source path " + rel);
   int fd = rel.empty()         ? ::openat(root_fd_, ".", flags)
            : openat2_          ? sys_openat2(root_fd_, rel.c_str(), flags)
                                : walk(root_fd_, rel, flags);
@@ -76,6 +78,10 @@ int Beneath::open(const std::string& rel, int flags) const {
 int Beneath::open_parent(const std::string& rel, std::string* leaf) const {
   size_t slash = rel.rfind('/');
   *leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  // Only the parent is resolved beneath the root; the leaf goes to *at() calls as is, where ".."
+  // would name the parent's parent (the root's, outside the source).
+  if (leaf->empty() || *leaf == "." || *leaf == ".." || leaf->find('\0') != std::string::npos)
+    throw_errno(EXDEV, "source path " + rel);
   return open(slash == std::string::npos ? std::string() : rel.substr(0, slash), O_PATH | O_DIRECTORY);
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "prepfs/common/error.h"
 #include "prepfs/source/beneath.h"
@@ -79,6 +81,19 @@ TEST_P(BeneathTest, ResolvesTheWayItWasAskedTo) {
     EXPECT_EQ(read(b, "d/./e/f"), "inside");
   else
     EXPECT_EQ(error_of([&] { b.open("d/./e/f", O_RDONLY); }), EXDEV);
+}
+
+// lstat and readlink resolve the parent beneath the root and hand the leaf to *at() as is: a
+// ".." leaf described the root's parent, outside the source. A NUL cut the path short ("d\0x"
+// opened "d"). Both are refused now, whichever way the parent is resolved.
+TEST_P(BeneathTest, NoLeafNamesWhatIsAboveItsParent) {
+  Beneath b(root, GetParam());
+  for (const std::string& rel : std::vector<std::string>{"..", "d/..", "d/e/..", ".", "d/", std::string("d\0x", 3)}) {
+    EXPECT_EQ(error_of([&] { b.lstat(rel); }), EXDEV) << rel;
+    EXPECT_EQ(error_of([&] { b.readlink(rel); }), EXDEV) << rel;
+  }
+  EXPECT_EQ(error_of([&] { b.open(std::string("d/e/f\0x", 7), O_RDONLY); }), EXDEV);
+  EXPECT_TRUE(S_ISDIR(b.lstat("d").st_mode));  // what is beneath still is
 }
 
 INSTANTIATE_TEST_SUITE_P(BothWays, BeneathTest, ::testing::Values(true, false),
