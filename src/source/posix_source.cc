@@ -146,6 +146,15 @@ void PosixSource::scan_dir(int dirfd, const std::string& rel, const Visitor& vis
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // fifos, devices
     std::string child = rel.empty() ? name : rel + "/" + name;
+    // No path of PATH_MAX bytes or more resolves (openat2: ENAMETOOLONG), so nothing that deep
+    // could be read; and leaving it out bounds the scan's depth, which a writer to the source
+    // could otherwise make as deep as it likes (a directory and a path kept per level).
+    if (child.size() >= PATH_MAX) {
+      spdlog::warn("source: skipping {}/{}...: the path is longer than {} bytes", rel.substr(0, 64),
+                   name.substr(0, 64), PATH_MAX - 1);
+      listed_partly(rel);
+      continue;
+    }
     SourceStat entry;
     try {
       entry = to_source_stat(st, [&] { return readlink_at(dirfd, name.c_str()); });
