@@ -780,6 +780,14 @@ struct FullDiskManager {
     tm->get_or_fill(key_for(name), Form::raw, [] { return chunk_of(test::pattern(10'000, 1)); },
                     Admission{true, false});
   }
+  // The disk full for one spare copy (the SSD holding nothing else): what the budget comes down to.
+  uint64_t budget_after_a_full_disk() {
+    full = true;
+    fill("s1");
+    tm->flush();
+    full = false;
+    return tm->ssd()->stats().budget;
+  }
 };
 
 // A full disk while the tier held nothing (the plan keeps everything in RAM: the SSD has spare
@@ -787,11 +795,7 @@ struct FullDiskManager {
 // reached the writer, whose loop alone probed for room again: no spare copy until a restart.
 TEST(TierManager, SpareCopiesComeBackAfterAFullDiskLeftTheSsdEmpty) {
   FullDiskManager t;
-  t.full = true;
-  t.fill("s1");
-  ASSERT_TRUE(t.tm->flush());
-  ASSERT_EQ(t.tm->ssd()->stats().budget, 0u);
-  t.full = false;
+  ASSERT_EQ(t.budget_after_a_full_disk(), 0u);
   t.free_bytes = [] { return uint64_t(100) << 20; };
   t.fill("s2");
   ASSERT_TRUE(t.tm->flush());
@@ -802,10 +806,7 @@ TEST(TierManager, SpareCopiesComeBackAfterAFullDiskLeftTheSsdEmpty) {
 // a fill's flight), so a slow or hung disk held up every other fill, the cache's RAM hits' too.
 TEST(TierManager, AProbeForRoomOnAFullSsdHoldsUpNoOtherFill) {
   FullDiskManager t;
-  t.full = true;
-  t.fill("s1");
-  ASSERT_TRUE(t.tm->flush());
-  ASSERT_EQ(t.tm->ssd()->stats().budget, 0u);
+  ASSERT_EQ(t.budget_after_a_full_disk(), 0u);
   Gate gate;
   std::atomic<std::thread::id> prober{};
   t.free_bytes = [&] {
