@@ -228,7 +228,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
     // would duplicate what another job is about to fetch for it.
     if (j->opportunistic) continue;
-    JobAhead v{name, j->cursor, j->consumed_count + j->end(), {}};
+    JobAhead v{name, j->cursor, j->consumed_count, {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
     // Per (node, form) seen: its pending accesses before the next one. Only the same form's count

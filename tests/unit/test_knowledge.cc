@@ -629,6 +629,39 @@ TEST(Prefetcher, AJobThatStopsReadingHoldsNoWindowOnceIdle) {
   EXPECT_LE(rig.prefetched(), 13u) << "the idle job got more prefetched";
 }
 
+// Idle is "its reads stopped": publishing counted as activity, so a job that kept publishing and
+// never read (any user may write an order) was never idle and held the window from every job.
+TEST(Prefetcher, AJobThatPublishesButNeverReadsIsIdleAllTheSame) {
+  PrefetchRig rig(20, 0, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=1");  // no RAM: as above
+  auto order = [](const std::string& job, int first, int n) {
+    std::string text = "job " + job + "\n";
+    for (int i = first; i < first + n; i++) text += "raw/" + PrefetchRig::name(i) + "\n";
+    return text;
+  };
+  write_control(*rig.d, "order", order("greedy", 0, 10));
+  ASSERT_TRUE(rig.wait_until([&] { return rig.prefetched() == 3; })) << rig.prefetched();
+  std::atomic<bool> stop{false};
+  std::thread publisher([&] {  // one more access every 100 ms, never a read
+    for (int i = 0; !stop; i = (i + 1) % 10) {
+      write_control(*rig.d, "order", order("greedy", i, 1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  // A job that reads, slowly: once the greedy one is idle (1 s), what it reads next is fetched ahead.
+  write_control(*rig.d, "order", order("live", 10, 10));
+  bool got = false;
+  for (int i = 10; i < 20 && !got; i++) {
+    EXPECT_EQ(rig.read(i), test::pattern(PrefetchRig::kSize, i));
+    for (int t = 0; t < 80 && !got; t++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      got = rig.prefetched() > 3;
+    }
+  }
+  stop = true;
+  publisher.join();
+  EXPECT_TRUE(got) << "the publishing job held the window from the reading one";
+}
+
 // A read the kernel's page cache answers never reaches the daemon: its position stays unconsumed,
 // and the job's cursor stops there until the next reset. The window's charges went only as the
 // cursor passed them, so every later read left its charge behind and prefetching stopped after

@@ -42,8 +42,9 @@ struct JobAhead {
   };
   std::string name;
   uint64_t cursor = 0;   // first unconsumed position
-  // Grows whenever the job publishes or reads (its cursor may not: a read the kernel's page cache
-  // answers never reaches the daemon, and leaves its position unconsumed).
+  // Grows whenever a read of the job's reaches the daemon (its cursor may not: a read the kernel's
+  // page cache answered before leaves its position unconsumed). Not when it publishes: a job that
+  // only publishes, never reading, would never count as idle and would keep the prefetch window.
   uint64_t activity = 0;
   std::vector<Next> ahead;
 };
