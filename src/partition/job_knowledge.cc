@@ -40,6 +40,10 @@ struct JobKnowledge::Job {
   // it needs, so that all of one epoch's needs rank alike and recency orders them.
   uint64_t needed_since = 0;
   uint64_t consumed_count = 0;
+  // Published and not consumed (nor dropped): kept as it changes, since stats and metrics ask
+  // for it on every render (a stat of .prepfs/stats renders it), and counting it walked up to
+  // four epochs per job under the lock every read waits for.
+  uint64_t pending = 0;
   uint64_t read_to = 0;  // one past the furthest position read
   std::vector<uint64_t> head;  // per node: its first pending position, or kNone
   std::vector<uint64_t> last;  // per node: its last published position, or kNone
@@ -53,6 +57,7 @@ struct JobKnowledge::Job {
     seq.push_back(a);
     next_same.push_back(kNone);
     consumed.push_back(false);
+    pending++;
     if (last[a.node] != kNone && last[a.node] >= base && head[a.node] != kNone) next_same[last[a.node] - base] = pos;
     if (head[a.node] == kNone) head[a.node] = pos;
     last[a.node] = pos;
@@ -69,6 +74,7 @@ struct JobKnowledge::Job {
     const uint64_t pos = head[node];
     consumed[pos - base] = true;
     consumed_count++;
+    pending--;
     read_to = std::max(read_to, pos + 1);
     head[node] = next_same[pos - base];
     if (head[node] == kNone) last[node] = kNone;
@@ -93,6 +99,7 @@ struct JobKnowledge::Job {
     seq.clear();
     next_same.clear();
     consumed.clear();
+    pending = 0;
     base = cursor = e;
   }
 };
@@ -309,11 +316,7 @@ uint64_t JobKnowledge::generation() const { return generation_.load(); }
 std::vector<JobStatus> JobKnowledge::jobs() const {
   std::shared_lock lock(mu_);
   std::vector<JobStatus> out;
-  for (const auto& [name, j] : jobs_) {
-    uint64_t pending = 0;
-    for (uint64_t p = j->cursor; p < j->end(); p++) pending += !j->consumed[p - j->base];
-    out.push_back(JobStatus{name, j->end() - j->first, j->consumed_count, pending});
-  }
+  for (const auto& [name, j] : jobs_) out.push_back(JobStatus{name, j->end() - j->first, j->consumed_count, j->pending});
   return out;
 }
 

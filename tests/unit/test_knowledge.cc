@@ -384,6 +384,29 @@ TEST(JobFiles, AnOrderNamesImageViewFilesWhoseHeadersAreNotReadYet) {
   EXPECT_EQ(k.jobs()[0].published, 2u);
 }
 
+// A job's pending count, as stats and metrics show it, through reads, a reset and a new epoch
+// (kept as it changes now: it was counted by a walk of every pending access per render).
+TEST(JobKnowledge, PendingFollowsReadsResetsAndEpochs) {
+  JobKnowledge k(10);
+  std::vector<Access> epoch;
+  for (uint32_t n = 0; n < 10; n++) epoch.push_back(Access{n, Form::raw});
+  k.publish("a", epoch);
+  EXPECT_EQ(k.jobs()[0].pending, 10u);
+  for (uint32_t n : {3u, 0u, 7u}) EXPECT_TRUE(k.note_access(n));  // out of order, as workers read
+  EXPECT_EQ(k.jobs()[0].pending, 7u);
+  EXPECT_EQ(k.jobs()[0].consumed, 3u);
+  k.publish("a", epoch);  // the next epoch appended
+  EXPECT_EQ(k.jobs()[0].pending, 17u);
+  EXPECT_TRUE(k.note_access(3));  // the first epoch's pending access of node 3 is gone: the second's
+  EXPECT_EQ(k.jobs()[0].pending, 16u);
+  k.reset("a");
+  EXPECT_EQ(k.jobs()[0].pending, 0u);
+  EXPECT_FALSE(k.note_access(1)) << "a reset job still expected a read";
+  k.publish("a", {Access{1, Form::raw}, Access{2, Form::raw}});
+  EXPECT_EQ(k.jobs()[0].pending, 2u);
+  EXPECT_EQ(k.jobs()[0].published, 22u);
+}
+
 // Nothing bounded what a writer of .prepfs/order made the daemon hold (17 bytes per line, for
 // ever if never read): `yes raw/x > MNT/.prepfs/order` grew it until the OOM killer came, and so
 // did a job appending epochs without a reset whose reads the page cache answered. A job holds at
