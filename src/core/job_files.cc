@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "prepfs/common/error.h"
 
@@ -155,8 +156,10 @@ class ImportanceSession final : public LineSession {
     const std::string value_text(trim(l.substr(sp + 1)));
     char* end = nullptr;
     const double value = std::strtod(value_text.c_str(), &end);  // accepts 1e-05
-    if (end == value_text.c_str() || *end != '\0' || !std::isfinite(value) || value < 0)
-      throw Error(EINVAL, "importance: '" + std::string(l) + "': the value must be a finite number >= 0");
+    // Kept as a float: a larger value would not convert (undefined behaviour).
+    if (end == value_text.c_str() || *end != '\0' || !std::isfinite(value) || value < 0 ||
+        value > std::numeric_limits<float>::max())
+      throw Error(EINVAL, "importance: '" + std::string(l) + "': the value must be a number from 0 to 3.4e38");
     const std::string_view who = trim(l.substr(0, sp));
     uint32_t index = 0;
     auto [ptr, ec] = std::from_chars(who.data(), who.data() + who.size(), index);

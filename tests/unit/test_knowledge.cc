@@ -20,6 +20,7 @@
 #include "prepfs/core/job_files.h"
 #include "prepfs/core/view_paths.h"
 #include "prepfs/daemon/daemon.h"
+#include "prepfs/index/sample_list.h"
 #include "prepfs/partition/job_knowledge.h"
 #include "prepfs/source/posix_source.h"
 #include "temp_dir.h"
@@ -358,6 +359,35 @@ TEST(JobFiles, EachUsersJobNamesAreTheirOwn) {
   // A name with '@' is no job name: nobody writes as another user.
   EXPECT_THROW(bob->write("job t@23456\n"), Error);
   EXPECT_EQ(k.jobs().size(), 4u);
+}
+
+// An importance is kept as a float: a value past FLT_MAX (1e300) did not convert (undefined
+// behaviour, +inf on x86). It is refused as a value out of range, and the sample keeps its own.
+TEST(JobFiles, AnImportanceAFloatCannotHoldIsRefused) {
+  test::TempDir d;
+  d.write("src/a.bin", "a");
+  PosixSource src(d / "src");
+  Tree tree = Tree::scan(src);
+  ImageNames names(tree, "ppm");
+  ViewPaths paths(tree, names);
+  SampleList samples(tree, SampleShapes{});
+  JobKnowledge k(tree.size());
+  const uint32_t a = *tree.lookup(Tree::kRoot, "a.bin");
+  auto session = open_importance_session(k, samples, paths);
+  session->write("raw/a.bin 2.5\n");
+  EXPECT_EQ(k.importance(a), 2.5);
+  for (const char* bad : {"raw/a.bin 1e300\n", "raw/a.bin 3.5e38\n", "raw/a.bin inf\n", "raw/a.bin -1\n"}) {
+    auto s2 = open_importance_session(k, samples, paths);
+    try {
+      s2->write(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.err(), EINVAL) << bad;
+    }
+  }
+  EXPECT_EQ(k.importance(a), 2.5);
+  session->write("raw/a.bin 3.4e38\n");  // FLT_MAX is 3.40282e38
+  EXPECT_EQ(k.importance(a), double(3.4e38f));
 }
 
 // A lazy mount has read few headers when a job publishes its order (64 at mount), and a name in
