@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "prepfs/cache/fill_withdrawn.h"
 #include "prepfs/common/error.h"
@@ -24,6 +25,7 @@ uint64_t thread_cpu_ns() {
 }
 
 LogLimiter g_timeout_log;
+LogLimiter g_memory_log;
 
 std::span<uint8_t> writable(const std::shared_ptr<Chunk>& c) {
   return {reinterpret_cast<uint8_t*>(c->mutable_data()), c->size()};
@@ -132,6 +134,10 @@ template <class F>
 ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket, SlotUse slot_use, F&& body) {
   const ResourceBudget::Hold slot = slot_use == SlotUse::take ? take_slot(s) : ResourceBudget::Hold();
   const uint64_t t0 = thread_cpu_ns(), wall0 = steady_ns();
+  const auto charge = [&] {
+    bump(counters_.cpu_ns, thread_cpu_ns() - t0);
+    bump(counters_.slot_busy_ns, steady_ns() - wall0);
+  };
   try {
     ChunkRef out = body();
     const uint64_t spent = thread_cpu_ns() - t0;
@@ -140,8 +146,21 @@ ChunkRef Renderer::transform(const Sample& s, std::atomic<uint64_t>& cpu_bucket,
     bump(counters_.slot_busy_ns, steady_ns() - wall0);
     return out;
   } catch (const transform::TransformError& e) {
-    bump(counters_.cpu_ns, thread_cpu_ns() - t0);
-    bump(counters_.slot_busy_ns, steady_ns() - wall0);
+    charge();
+    fail(s, e.what());
+  } catch (const Error&) {
+    charge();
+    throw;  // the core's own, with its errno
+  } catch (const std::bad_alloc&) {
+    charge();
+    bump(counters_.errors);
+    if (g_memory_log.allow()) spdlog::warn("{}: out of memory while rendering it (ENOMEM)", s.path);
+    throw Error(ENOMEM, s.path + ": out of memory while rendering");
+  } catch (const std::exception& e) {
+    // Any other failure inside a transform (a size that disagrees with the buffer made for it:
+    // std::length_error) fails this sample like a decode error: EIO, counted and said once. It
+    // reached the reader as EIO with no line in the log.
+    charge();
     fail(s, e.what());
   }
 }

@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -1191,6 +1193,42 @@ TEST(Renderer, APipelinePastMaxPixelsIsRefusedFromPixelsToo) {
   EXPECT_EQ(render_errno(nullptr), EIO) << "from the JPEG";
   const ChunkRef pixels = r.decoded(s, fetch);
   EXPECT_EQ(render_errno(pixels), EIO) << "from decoded pixels";
+}
+
+// A failure inside a transform other than a decode error (here the index's dimensions smaller
+// than the JPEG's, so the buffer made for them is too small: std::length_error) reached the
+// reader as EIO all the same, but uncounted and with no line in the log.
+TEST(Renderer, AnyFailureInsideATransformIsCountedAndLogged) {
+  RenderCounters counters;
+  RenderConfig rc;
+  Renderer r(rc, counters);
+  const std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(100, 100, 3, 1), 100, 100, 3);
+  Sample s;
+  s.node = 1;
+  s.path = "a.jpg";
+  s.version = FileVersion{jpeg.size(), 1};
+  s.dims = ImageDims{50, 50};  // not the JPEG's
+  s.is_sample = true;
+  auto fetch = [&] {
+    JpegBytes b;
+    b.owned = jpeg;
+    b.bytes = b.owned;
+    return b;
+  };
+  std::ostringstream lines;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(lines)));
+  int err = 0;
+  try {
+    r.decoded(s, fetch);
+  } catch (const Error& e) {
+    err = e.err();
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(err, EIO);
+  EXPECT_EQ(load(counters.errors), 1u);
+  EXPECT_NE(lines.str().find("a.jpg: cannot decode"), std::string::npos) << lines.str();
 }
 
 // A directory source whose reads fail while it is down (a remote source's outage).
