@@ -83,7 +83,16 @@ HeaderResult parse_jpeg_header(std::span<const std::uint8_t> p, bool complete) n
 
       if (pos + 2 > n) return need(pos + 2, complete);
       const unsigned len = be16(&p[pos]);
-      if (len < 2) return fail(Status::kCorrupt, "marker segment with length < 2");
+      if (len < 2) {
+        // An APPn or COM segment that says it holds less than its own length field: PIL reads
+        // nothing of it and libjpeg skips nothing, both go on right after the field (and decode
+        // the file). Any other segment this short is one neither can use.
+        if ((m >= 0xE0 && m <= 0xEF) || m == 0xFE) {
+          pos += 2;
+          continue;
+        }
+        return fail(Status::kCorrupt, "marker segment with length < 2");
+      }
 
       if (m == 0xDA) {  // SOS: the header is over
         if (!have_sof) return fail(Status::kCorrupt, "scan before any frame header");

@@ -1,6 +1,7 @@
 // The header walk: recognition, dimensions from a prefix, and the files it must refuse.
 #include "prepfs/transform/error.h"
 #include "prepfs/transform/jpeg_header.h"
+#include "prepfs/transform/render.h"
 
 #include "test_util.h"
 
@@ -119,6 +120,25 @@ TEST(JpegHeader, ToleratesFillBytesAndJunkBetweenSegments) {
   ASSERT_EQ(r.status, Status::kOk) << r.message;
   EXPECT_EQ(r.info.width, 20u);
   EXPECT_TRUE(r.info.progressive);
+}
+
+// PIL 9.4 and libjpeg both read past an APPn or COM segment whose length field is 0 or 1 (it
+// holds nothing) and decode the file; the walk refused it, so decoded/ and augmented/ left out a
+// file PIL opens. A frame header that short is still refused.
+TEST(JpegHeader, AnAppOrCommentSegmentShorterThanItsLengthFieldHoldsNothing) {
+  for (const std::uint8_t marker : {std::uint8_t(0xE0), std::uint8_t(0xE1), std::uint8_t(0xFE)})
+    for (const std::uint8_t len : {std::uint8_t(0), std::uint8_t(1)}) {
+      const HeaderResult r = parse_all(stream({Bytes{0xFF, marker, 0x00, len}, sof(0xC0, 8, 30, 40, 3), kSos}));
+      ASSERT_EQ(r.status, Status::kOk) << int(marker) << " " << int(len) << ": " << r.message;
+      EXPECT_EQ(r.info.width, 40u);
+      EXPECT_EQ(r.info.height, 30u);
+    }
+  EXPECT_EQ(parse_all(stream({Bytes{0xFF, 0xC4, 0x00, 0x01}, sof(0xC0, 8, 30, 40, 3), kSos})).status, Status::kCorrupt);
+  // And the decoder gives the same pixels as without the empty comment.
+  const Bytes plain = encode_jpeg(synthetic_samples(40, 30, 3, 5), 40, 30, 3);
+  Bytes with = plain;
+  with.insert(with.begin() + 2, {0xFF, 0xFE, 0x00, 0x00});
+  EXPECT_EQ(render_decoded(with, OutputFormat::kPpm, DecodeLimits{}), render_decoded(plain, OutputFormat::kPpm, DecodeLimits{}));
 }
 
 TEST(JpegHeader, RefusesWhatPilOrLibjpegCannotDecode) {
