@@ -96,6 +96,7 @@ class Parser {
       const double d = decimal(int2);
       if (d == 0) throw SpecError(dpos, "division by zero");
       a.value /= d;
+      if (!std::isfinite(a.value)) throw SpecError(a.pos, "the quotient is out of range");
       a.is_int = false;
     } else if (!at_end() && t_[i_] == 'x') {
       ++i_;
@@ -170,8 +171,10 @@ class Parser {
       if (a.size() == 5) {
         r.params.ratio_lo = number_of(a[3]);
         r.params.ratio_hi = number_of(a[4]);
-        if (!(r.params.ratio_lo > 0 && r.params.ratio_lo <= r.params.ratio_hi)) {
-          throw SpecError(a[3].pos, "rrc(): need 0 < ratio_lo <= ratio_hi");
+        // Bounded so that every ratio the sampler draws is a float (and, past 1e6, no crop of any
+        // image of at most 65535 pixels a side could have it anyway).
+        if (!(r.params.ratio_lo >= 1e-6 && r.params.ratio_lo <= r.params.ratio_hi && r.params.ratio_hi <= 1e6)) {
+          throw SpecError(a[3].pos, "rrc(): need 1e-6 <= ratio_lo <= ratio_hi <= 1e6");
         }
       }
       return r;

@@ -78,6 +78,10 @@ TEST(PipelineSpec, BadSpecsSayWhereAndWhy) {
                       Bad{"rrc(224,0.9,0.1)", 8, "scale"},
                       Bad{"rrc(224,0,1)", 8, "scale"},
                       Bad{"rrc(224,0.08,1,2,1)", 15, "ratio"},
+                      // Ratios past what a float holds (1e300 became +inf in the sampler: UB).
+                      Bad{"rrc(224,0.08,1,0.75,1e300)", 15, "ratio"},
+                      Bad{"rrc(224,0.08,1,1e-300,1)", 15, "ratio"},
+                      Bad{"rrc(224,0.08,1,0.75,1e300/1e-300)", 20, "out of range"},
                       Bad{"rrc(2.5)", 4, "size"},
                       Bad{"blur(3)", 0, "unknown op 'blur'"},
                       Bad{"resize(2.5)", 7, "N or HxW"},
