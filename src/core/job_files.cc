@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "prepfs/common/error.h"
 
@@ -28,10 +30,11 @@ std::string_view trim(std::string_view s) {
 
 // Splits what arrives into whole lines, keeping a partial last line for the next write.
 //
-// A write that fails (a bad line, a line over 64 KiB) ends the handle: what the write had not
-// applied yet is dropped, and later writes on the handle fail at once (open the file again).
-// Kept, its lines would be parsed again with the next write, the ones before the bad line applied
-// a second time, and the buffer would grow with every write.
+// A write is checked whole before any of its lines is applied: a bad line (or a line over 64 KiB)
+// fails the write with EINVAL and nothing of it applied, so a writer that sees the error knows
+// what took effect (everything its earlier writes said). It also ends the handle: later writes
+// fail at once (open the file again). Kept, the handle's lines would be parsed again with the
+// next write, and the buffer would grow with every write.
 class LineSession : public ControlFs::WriteSession {
  public:
   void write(std::string_view data) override {
@@ -40,9 +43,12 @@ class LineSession : public ControlFs::WriteSession {
       partial_.append(data.data(), data.size());
       size_t start = 0;
       for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+        check(trim(std::string_view(partial_).substr(start, nl - start)));
+      if (partial_.size() - start > kMaxLine) throw Error(EINVAL, "a line over 64 KiB: not a path");
+      start = 0;
+      for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
         line(trim(std::string_view(partial_).substr(start, nl - start)));
       partial_.erase(0, start);
-      if (partial_.size() > kMaxLine) throw Error(EINVAL, "a line over 64 KiB: not a path");
       // A large write leaves its capacity behind; handles are many (any user may open one).
       if (partial_.capacity() > 2 * kMaxLine) partial_.shrink_to_fit();
       flush();
@@ -56,7 +62,10 @@ class LineSession : public ControlFs::WriteSession {
   void close() override {
     if (failed_) return;  // its error went to the write that failed
     try {
-      if (!trim(partial_).empty()) line(trim(partial_));
+      if (!trim(partial_).empty()) {
+        check(trim(partial_));
+        line(trim(partial_));
+      }
       partial_.clear();
       flush();
     } catch (const std::exception& e) {
@@ -65,7 +74,8 @@ class LineSession : public ControlFs::WriteSession {
   }
 
  protected:
-  virtual void line(std::string_view l) = 0;
+  virtual void check(std::string_view l) const = 0;  // throws Error(EINVAL) for a line line() would refuse
+  virtual void line(std::string_view l) = 0;          // applies a checked line
   virtual void flush() = 0;  // after each write: apply what the lines gathered
   virtual void discard() {}  // a write failed: what the lines gathered is not applied
   virtual const char* what() const = 0;
@@ -94,20 +104,31 @@ class OrderSession final : public LineSession {
  protected:
   const char* what() const override { return "order"; }
 
+  static bool is_job_line(std::string_view l) { return l.starts_with("job ") || l == "job"; }
+  // A `job NAME [opportunistic]` line's name, and whether it says opportunistic.
+  static std::pair<std::string_view, bool> parse_job_line(std::string_view l) {
+    std::string_view name = trim(l.substr(3));
+    bool opportunistic = false;
+    if (const size_t sp = name.find(' '); sp != std::string_view::npos) {
+      if (trim(name.substr(sp + 1)) != "opportunistic")
+        throw Error(EINVAL, "order: '" + std::string(l) + "': expected 'job NAME' or 'job NAME opportunistic'");
+      opportunistic = true;
+      name = name.substr(0, sp);
+    }
+    if (!valid_job_name(name))
+      throw Error(EINVAL, "order: job name '" + std::string(name) + "' must be 1-64 of [A-Za-z0-9_.-]");
+    return {name, opportunistic};
+  }
+
+  void check(std::string_view l) const override {
+    if (is_job_line(l)) parse_job_line(l);
+  }
+
   void line(std::string_view l) override {
     if (l.empty() || l[0] == '#') return;
-    if (l.starts_with("job ") || l == "job") {
+    if (is_job_line(l)) {
       flush();
-      std::string_view name = trim(l.substr(3));
-      bool opportunistic = false;
-      if (const size_t sp = name.find(' '); sp != std::string_view::npos) {
-        if (trim(name.substr(sp + 1)) != "opportunistic")
-          throw Error(EINVAL, "order: '" + std::string(l) + "': expected 'job NAME' or 'job NAME opportunistic'");
-        opportunistic = true;
-        name = name.substr(0, sp);
-      }
-      if (!valid_job_name(name))
-        throw Error(EINVAL, "order: job name '" + std::string(name) + "' must be 1-64 of [A-Za-z0-9_.-]");
+      const auto [name, opportunistic] = parse_job_line(l);
       job_ = std::string(name) + owner_;
       knowledge_.set_opportunistic(job_, opportunistic);
     } else if (l == "reset") {
@@ -149,10 +170,11 @@ class ImportanceSession final : public LineSession {
  protected:
   const char* what() const override { return "importance"; }
 
-  void line(std::string_view l) override {
-    if (l.empty() || l[0] == '#') return;
+  // A line's value, with its sample's name or index before it; nullopt for a line with no value
+  // (skipped as naming nothing).
+  static std::optional<std::pair<std::string_view, double>> parse(std::string_view l) {
     const size_t sp = l.find_last_of(" \t");
-    if (sp == std::string_view::npos) return unknown(l);
+    if (sp == std::string_view::npos) return std::nullopt;
     const std::string value_text(trim(l.substr(sp + 1)));
     char* end = nullptr;
     const double value = std::strtod(value_text.c_str(), &end);  // accepts 1e-05
@@ -160,7 +182,18 @@ class ImportanceSession final : public LineSession {
     if (end == value_text.c_str() || *end != '\0' || !std::isfinite(value) || value < 0 ||
         value > std::numeric_limits<float>::max())
       throw Error(EINVAL, "importance: '" + std::string(l) + "': the value must be a number from 0 to 3.4e38");
-    const std::string_view who = trim(l.substr(0, sp));
+    return std::pair{trim(l.substr(0, sp)), value};
+  }
+
+  void check(std::string_view l) const override {
+    if (!l.empty() && l[0] != '#') parse(l);
+  }
+
+  void line(std::string_view l) override {
+    if (l.empty() || l[0] == '#') return;
+    const auto parsed = parse(l);
+    if (!parsed) return unknown(l);
+    const auto [who, value] = *parsed;
     uint32_t index = 0;
     auto [ptr, ec] = std::from_chars(who.data(), who.data() + who.size(), index);
     if (ec == std::errc() && ptr == who.data() + who.size()) {
@@ -174,7 +207,7 @@ class ImportanceSession final : public LineSession {
     changed_ = true;
   }
 
-  void discard() override { flush(); }  // each value is in as its line is read: re-rank for them
+  void discard() override { flush(); }  // a checked write failed midway (out of memory): re-rank for what is in
   void flush() override {
     if (changed_) knowledge_.bump_generation();  // the importance policy re-ranks once per write
     changed_ = false;

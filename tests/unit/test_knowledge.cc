@@ -301,15 +301,25 @@ struct OrderRig {
 
 // A write to `order` with a bad line used to leave its lines in the handle's buffer: the next
 // write parsed them again (the lines before the bad one published twice, the bad one failing
-// again), and the buffer grew with every write. A failed write now ends the handle.
-TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
+// again), and the buffer grew with every write. A failed write now ends the handle. And it
+// applies nothing: the lines before the bad one were published in part (up to the last `job`
+// line, or batch of 65,536 paths, before it), so a writer that saw EINVAL could not know what
+// took effect, and writing it again published that part twice.
+TEST(JobFiles, AFailedOrderWriteAppliesNothingAndEndsItsHandle) {
   OrderRig rig;
   JobKnowledge& k = rig.knowledge;
   const ViewPaths& paths = rig.paths;
   auto published = [&](const std::string& job) { return rig.published(job); };
   auto order = open_order_session(k, paths, nullptr);
-  EXPECT_THROW(order->write("job a\nraw/x\njob b what\n"), Error);  // line 3 is bad
-  EXPECT_EQ(published("a"), 1u);  // x, before the bad line (a job line publishes what came before)
+  order->write("job a\nraw/x\n");
+  ASSERT_EQ(published("a"), 1u);
+  EXPECT_THROW(order->write("raw/y\njob b\nraw/x\njob b what\n"), Error);  // its last line is bad
+  EXPECT_EQ(published("a"), 1u) << "the failed write published what came before its bad line";
+  EXPECT_EQ(published("b"), 0u);
+  std::string many = "job c\n";
+  for (int i = 0; i < 100'000; i++) many += "raw/x\n";  // more than one batch
+  EXPECT_THROW(open_order_session(k, paths, nullptr)->write(many + "job c what\n"), Error);
+  EXPECT_EQ(published("c"), 0u) << "a batch of the failed write was published";
   try {
     order->write("raw/y\n");
     ADD_FAILURE() << "a write after a failed one was taken";
@@ -318,7 +328,7 @@ TEST(JobFiles, AFailedOrderWriteEndsItsHandle) {
   }
   order->close();
   EXPECT_EQ(published("a"), 1u) << "the failed write's lines were parsed again";
-  EXPECT_EQ(k.jobs().size(), 1u);
+  EXPECT_EQ(k.jobs().size(), 1u);  // a
 
   // A line that never ends: refused once over 64 KiB, and nothing more is buffered after that.
   auto endless = open_order_session(k, paths, nullptr);
@@ -385,6 +395,9 @@ TEST(JobFiles, AnImportanceAFloatCannotHoldIsRefused) {
       EXPECT_EQ(e.err(), EINVAL) << bad;
     }
   }
+  EXPECT_EQ(k.importance(a), 2.5);
+  // A write with a bad line applies none of its lines.
+  EXPECT_THROW(open_importance_session(k, samples, paths)->write("raw/a.bin 7\nraw/a.bin 1e300\n"), Error);
   EXPECT_EQ(k.importance(a), 2.5);
   session->write("raw/a.bin 3.4e38\n");  // FLT_MAX is 3.40282e38
   EXPECT_EQ(k.importance(a), double(3.4e38f));
