@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -469,6 +470,9 @@ void finalize_options(Options& o) {
         throw Error(EINVAL, "no ssd_dir given and neither HOME nor XDG_CACHE_HOME is set: give -o ssd_dir=DIR");
     }
   }
+  // Absolute now: a daemon in the background works from "/", where a relative ssd_dir would name
+  // another directory for every path made from it later (the index's, at each save).
+  if (o.ssd_dir.front() != '/') o.ssd_dir = std::filesystem::absolute(o.ssd_dir).lexically_normal().string();
 }
 
 }  // namespace prepfs

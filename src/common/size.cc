@@ -22,7 +22,7 @@ uint64_t parse_size(std::string_view text) {
   while (pos < s.size() && (std::isdigit(static_cast<unsigned char>(s[pos])) || s[pos] == '.')) pos++;
   if (pos == 0) throw bad("no number");
   std::string num = s.substr(0, pos), unit = s.substr(pos);
-  if (num.find('.') != num.rfind('.')) throw bad("malformed number");
+  if (num.find('.') != num.rfind('.') || num == ".") throw bad("malformed number");  // "." alone read as 0
   long double value = std::strtold(num.c_str(), nullptr);
   if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();  // "4GB"
   if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();       // "4Gi"
@@ -39,7 +39,8 @@ uint64_t parse_size(std::string_view text) {
     }
   }
   long double bytes = std::ldexp(value, shift);
-  if (bytes >= 18446744073709551615.0L) throw bad("too large");
+  // 2^63 and up: llround's long long cannot hold it (undefined), and no budget is that large.
+  if (bytes >= 9223372036854775807.0L) throw bad("too large");
   if (shift == 0 && num.find('.') != std::string::npos) throw bad("fractional byte count");
   return static_cast<uint64_t>(std::llround(bytes));
 }

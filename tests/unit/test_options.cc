@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -42,10 +43,13 @@ TEST(Size, ParsesUnits) {
   EXPECT_EQ(parse_size("4GiB"), 4ull << 30);
   EXPECT_EQ(parse_size("1.5T"), 3ull << 39);
   EXPECT_EQ(parse_size("10K"), 10240u);
+  EXPECT_EQ(parse_size(".5K"), 512u);
+  EXPECT_EQ(parse_size("8191P"), 8191ull << 50);  // the largest whole P below 2^63
 }
 
 TEST(Size, RejectsGarbageWithAMessageNamingIt) {
-  for (const char* bad : {"", "G", "4X", "-1", "4.2.1G", "1.5", "99999999999P", "4 G B"}) {
+  // ".G" read as 0 (a tier quietly off); "12000P" (2^63 and up) overflowed llround.
+  for (const char* bad : {"", "G", "4X", "-1", "4.2.1G", "1.5", "99999999999P", "4 G B", ".G", ".", "12000P", "8E"}) {
     try {
       parse_size(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -59,6 +63,19 @@ TEST(Size, RejectsGarbageWithAMessageNamingIt) {
 TEST(Size, Formats) {
   EXPECT_EQ(format_size(512), "512B");
   EXPECT_EQ(format_size(4ull << 30), "4.0G");
+}
+
+// A daemon in the background works from "/": a relative ssd_dir named another directory for the
+// paths made from it later (the index's, saved at each change). It is made absolute at once.
+TEST(Options, ARelativeSsdDirIsMadeAbsoluteAgainstTheWorkingDirectory) {
+  Options o;
+  apply_option_list(o, "ssd_dir=cache/./x");
+  finalize_options(o);
+  EXPECT_EQ(o.ssd_dir, (std::filesystem::current_path() / "cache/x").string());
+  Options a;
+  apply_option_list(a, "ssd_dir=/var/cache/x");
+  finalize_options(a);
+  EXPECT_EQ(a.ssd_dir, "/var/cache/x");
 }
 
 TEST(Options, FuseStyleList) {
