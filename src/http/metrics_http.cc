@@ -99,7 +99,10 @@ bool MetricsHttpServer::available() { return true; }
 MetricsHttpServer::MetricsHttpServer(const std::string& addr, Render render) : render_(std::move(render)) {
   ListenAddr la = parse_listen_addr(addr);
   sockaddr_storage ss{};
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+  // MHD_USE_AUTO: epoll here. Alone, the internal thread used select(), which closes every socket
+  // numbered 1024 or more (a daemon with many S3 connections and cache files open): scrapes
+  // failed, or the server did not start at all.
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   if (la.host.find(':') != std::string::npos) {
     auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
     a6->sin6_family = AF_INET6;
@@ -115,7 +118,8 @@ MetricsHttpServer::MetricsHttpServer(const std::string& addr, Render render) : r
   errno = 0;
   MHD_Daemon* d = MHD_start_daemon(flags, static_cast<uint16_t>(la.port), nullptr, nullptr, &handle, this,
                                    MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&ss), MHD_OPTION_CONNECTION_LIMIT,
-                                   64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+                                   64u, MHD_OPTION_PER_IP_CONNECTION_LIMIT, 16u,  // one client cannot hold all 64
+                                   MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
   if (!d) {
     int err = errno ? errno : EADDRINUSE;
     throw Error(err, "metrics_addr=" + addr + ": cannot listen: " + std::strerror(err));

@@ -1,5 +1,13 @@
 // The Prometheus text writer, the latency histogram and the metrics_addr parser.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <regex>
@@ -116,6 +124,52 @@ TEST(ListenAddr, RejectsWithTheOptionName) {
       EXPECT_NE(std::string(e.what()).find("metrics_addr"), std::string::npos) << e.what();
     }
   }
+}
+
+// An HTTP GET of path from 127.0.0.1:port: the whole reply ("" when the connection fails).
+std::string http_get(unsigned port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+    }
+  }
+  ::close(fd);
+  return reply;
+}
+
+// libmicrohttpd's default loop is select(), which refuses sockets numbered 1024 or more: with
+// that many descriptors open (S3 connections, cache files) the endpoint failed to start, or closed
+// each scrape at once. It polls with epoll now.
+TEST(MetricsHttpServer, ServesWithOverAThousandDescriptorsOpen) {
+  if (!MetricsHttpServer::available()) GTEST_SKIP() << "built without libmicrohttpd";
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max < 1200) GTEST_SKIP() << "cannot open 1100 descriptors here (hard limit " << lim.rlim_max << ")";
+  const rlimit before = lim;
+  lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, 1200);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  std::vector<int> held;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fd < 1030;) held.push_back(fd);
+  std::string reply;
+  try {
+    MetricsHttpServer server("127.0.0.1:0", [] { return std::string("prepfs_up 1\n"); });
+    reply = http_get(server.port(), "/metrics");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  for (int fd : held) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &before);
+  EXPECT_NE(reply.find(" 200 "), std::string::npos) << reply;
+  EXPECT_NE(reply.find("prepfs_up 1"), std::string::npos) << reply;
 }
 
 }  // namespace
