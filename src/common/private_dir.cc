@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <string>
 
 #include "prepfs/common/error.h"
 
@@ -25,6 +27,59 @@ void check_private_dir(int fd, const std::string& what) {
   }
 }
 
+namespace {
+
+// The directory an open descriptor names, as the kernel resolves it (no symlink in it).
+std::string canonical_path(int fd, const std::string& path) {
+  char target[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0 || target[0] != '/') throw Error(EACCES, "cannot tell where " + path + " is (" + link + ")");
+  return std::string(target, static_cast<size_t>(n));
+}
+
+// Every directory above fd (through "..", so the ones that hold it now, whatever path named it)
+// must be one only root or the daemon's user can change: owned by one of them, and writable by
+// nobody else unless sticky (as /tmp: there nobody may rename another's entry). Else its owner
+// or group could move the checked directory away and put their own in its place, and the index
+// and the cache files, reached by path later, would be theirs.
+void check_ancestors(int fd, const std::string& canonical) {
+  int cur = ::dup(fd);
+  if (cur < 0) throw_errno(errno, "cannot check the directories above " + canonical);
+  std::string above = canonical;
+  for (;;) {
+    struct stat here, up;
+    const int parent = ::openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool ok = parent >= 0 && ::fstat(cur, &here) == 0 && ::fstat(parent, &up) == 0;
+    const int err = errno;
+    ::close(cur);
+    if (!ok) {
+      if (parent >= 0) ::close(parent);
+      throw_errno(err, "cannot check the directories above " + canonical);
+    }
+    if (here.st_dev == up.st_dev && here.st_ino == up.st_ino) {  // "/" is its own parent
+      ::close(parent);
+      return;
+    }
+    const size_t slash = above.rfind('/');
+    above = slash == 0 || slash == std::string::npos ? "/" : above.substr(0, slash);  // the directory `up` is
+    const uid_t me = geteuid();
+    const bool owner_ok = up.st_uid == 0 || up.st_uid == me;
+    const bool open_to_others = (up.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(up.st_mode & S_ISVTX);
+    if (!owner_ok || open_to_others) {
+      ::close(parent);
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(up.st_mode & 07777));
+      throw Error(EACCES, canonical + " is inside " + above + " (uid " + std::to_string(up.st_uid) + ", mode " + mode +
+                              "), which " + (owner_ok ? "others may write" : "another user owns") +
+                              ": they could put another directory in its place; refusing to cache in it");
+    }
+    cur = parent;
+  }
+}
+
+}  // namespace
+
 PrivateDir PrivateDir::open_path(const std::string& path) {
   if (path.empty()) throw Error(EINVAL, "empty cache directory path");
   // Missing parents are created private too (a cache directory tree is nobody else's business).
@@ -38,6 +93,10 @@ PrivateDir PrivateDir::open_path(const std::string& path) {
   if (fd < 0) throw_errno(errno, "cannot open " + path);
   PrivateDir dir(fd, path);
   check_private_dir(fd, path);
+  // From here on the directory goes by the path the kernel resolved: a symlink on the way, in a
+  // directory someone else may write, would otherwise let them point the path elsewhere later.
+  dir.path_ = canonical_path(fd, path);
+  check_ancestors(fd, dir.path_);
   return dir;
 }
 

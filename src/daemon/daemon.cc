@@ -91,6 +91,7 @@ class CacheDirLock {
     }
   }
   ~CacheDirLock() { ::close(fd_); }
+  const std::string& path() const { return dir_.path(); }  // resolved: every path below is made from it
   CacheDirLock(const CacheDirLock&) = delete;
   CacheDirLock& operator=(const CacheDirLock&) = delete;
 
@@ -184,20 +185,15 @@ std::string shared_names(const Options& o) {
   return s;
 }
 
-}  // namespace
-
-namespace {
+// Where this source's cache and index live below ssd_dir: a hash of the source's identity.
 std::string cache_dir_name(const std::string& source_identity) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(XXH3_64bits(source_identity.data(), source_identity.size())));
   return hex;
 }
-}  // namespace
 
-std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity) {
-  return ssd_dir + "/" + cache_dir_name(source_identity);
-}
+}  // namespace
 
 // Declared in construction order: each part's collaborators come before it, and destruction
 // runs the other way.
@@ -336,8 +332,8 @@ Daemon::Daemon(const Options& opts) : p_(std::make_unique<Parts>()) {
   p.opts = opts;
   p.shapes = shapes_from(opts);  // option errors first, before anything touches the disk
   p.source = make_source(opts);
-  p.cache_dir = cache_dir_for(opts.ssd_dir, p.source->identity());
   p.lock = std::make_unique<CacheDirLock>(opts.ssd_dir, cache_dir_name(p.source->identity()));
+  p.cache_dir = p.lock->path();
 
   auto t0 = std::chrono::steady_clock::now();
   // A first mount lists the source and serves at once; the image headers it does not know yet

@@ -23,6 +23,7 @@
 #include "prepfs/cache/ssd_tier.h"
 #include "prepfs/cache/tier_manager.h"
 #include "prepfs/common/error.h"
+#include "prepfs/common/private_dir.h"
 #include "temp_dir.h"
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -402,6 +403,46 @@ TEST(SsdTier, RefusesADirectoryOthersCanWrite) {
   } catch (const Error& e) {
     EXPECT_EQ(e.err(), EACCES);
     EXPECT_NE(std::string(e.what()).find("writable by its group or by others"), std::string::npos) << e.what();
+  }
+}
+
+// The cache directory was checked, but not the directories above it: whoever could write one of
+// them (or owned it) could move the checked directory away after the check and put their own in
+// its place, and the index and cache files, reached by path, were then theirs to plant or read.
+// Each directory above must be root's or the daemon's user's, and writable by nobody else unless
+// sticky (as /tmp). The directory goes by its resolved path from then on.
+TEST(PrivateDir, EveryDirectoryAboveTheCacheIsTheDaemonsOrRootsAndClosedToOthers) {
+  test::TempDir dir;
+  auto refusal = [](const std::string& path) -> std::string {
+    try {
+      PrivateDir::open_path(path);
+      return "";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.err(), EACCES) << e.what();
+      return e.what();
+    }
+  };
+  const std::string open = dir / "open", sticky = dir / "sticky";
+  ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  ASSERT_EQ(::mkdir(sticky.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  const std::string why = refusal(open + "/a/cache");
+  EXPECT_NE(why.find("inside " + open + " (uid"), std::string::npos) << why;
+  EXPECT_NE(why.find("others may write"), std::string::npos) << why;
+  EXPECT_EQ(refusal(sticky + "/cache"), "") << "a sticky directory, as /tmp, lets nobody move another's entry";
+  // Through a symlink: the resolved path, checked all the way up.
+  std::filesystem::create_symlink(open + "/a", dir / "link");
+  EXPECT_NE(refusal(dir / "link/cache"), "") << "a symlink hid the open directory above";
+  std::filesystem::create_symlink(sticky, dir / "tolink");
+  EXPECT_EQ(PrivateDir::open_path(dir / "tolink/cache").path(), sticky + "/cache");
+  if (geteuid() == 0) {  // a directory above owned by another user
+    const std::string theirs = dir / "theirs";
+    ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((theirs + "/cache").c_str(), 0700), 0);
+    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+    const std::string owned = refusal(theirs + "/cache");
+    EXPECT_NE(owned.find("another user owns"), std::string::npos) << owned;
   }
 }
 

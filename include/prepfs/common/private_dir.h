@@ -15,8 +15,10 @@ class PrivateDir {
  public:
   PrivateDir() = default;
   // The directory at path, created (mode 0700, parents too) when missing. The path itself may go
-  // through symlinks (a user's choice); the directory it names must pass the check. Throws Error
-  // with one clear sentence otherwise.
+  // through symlinks (a user's choice); the directory it names must pass the check, and so must,
+  // less strictly, every directory above it (owned by root or the daemon's user, and writable by
+  // nobody else unless sticky, as /tmp). path() is then the resolved path, free of symlinks.
+  // Throws Error with one clear sentence otherwise.
   static PrivateDir open_path(const std::string& path);
   // The subdirectory `name` of this one, created with mode 0700 when missing (when `create`),
   // never through a symlink, checked and tightened to 0700 (it is ours). Throws Error; ENOENT when

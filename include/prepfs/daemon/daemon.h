@@ -82,7 +82,4 @@ class Daemon {
   std::unique_ptr<Parts> p_;
 };
 
-// Where this source's cache and index live: ssd_dir/<hash of the source identity>.
-std::string cache_dir_for(const std::string& ssd_dir, const std::string& source_identity);
-
 }  // namespace prepfs
