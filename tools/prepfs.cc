@@ -9,9 +9,13 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "prepfs/common/error.h"
 #include "prepfs/common/log.h"
@@ -40,19 +44,53 @@ std::string options_help() {
   return s;
 }
 
-// Waits for a termination signal. The signals are blocked in every thread, so none of the
-// worker threads is interrupted and the main thread alone decides when to stop.
-int wait_for_signal(const sigset_t& set) {
-  int sig = 0;
-  for (;;) {
-    if (sigwait(&set, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      spdlog::info("SIGHUP: nothing to reload");
-      continue;
-    }
-    return sig;
+// The stop signals, blocked in every thread (so no worker is interrupted) and taken by one
+// thread of their own from the start. While the daemon starts (a first scan of a large source
+// can take minutes) nothing is mounted: a stop signal ends the process at once, saying so; they
+// were left pending until the mount was up, so Ctrl-C did nothing and `systemctl stop` waited
+// for its SIGKILL. From started() on, the signal is the main thread's, which unmounts cleanly.
+class StopSignals {
+ public:
+  explicit StopSignals(const sigset_t& set) : set_(set) {
+    std::thread([this] { watch(); }).detach();  // it lives as long as the process
   }
-}
+  // The mount is about to start: a stop signal from now on is waited for (wait()).
+  void started() {
+    std::lock_guard lock(mu_);
+    started_ = true;
+  }
+  int wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return sig_ != 0; });
+    return sig_;
+  }
+
+ private:
+  void watch() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP: nothing to reload");
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      if (!started_) {
+        spdlog::error("{} while starting: stopped before anything was mounted", strsignal(sig));
+        std::_Exit(128 + sig);  // as a shell reports a process a signal ended
+      }
+      sig_ = sig;
+      cv_.notify_all();
+      return;
+    }
+  }
+
+  const sigset_t set_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+  int sig_ = 0;
+};
 
 }  // namespace
 
@@ -145,6 +183,7 @@ int main(int argc, char** argv) {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, s);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  StopSignals& stop_signals = *new StopSignals(set);  // never freed: its thread may outlive main()
 
   std::unique_ptr<prepfs::Daemon> daemon;
   std::unique_ptr<prepfs::Mount> mount;
@@ -152,6 +191,7 @@ int main(int argc, char** argv) {
   try {
     opts.mountpoint = prepfs::check_mountpoint(opts.mountpoint);  // before any work on the source
     daemon = std::make_unique<prepfs::Daemon>(opts);
+    stop_signals.started();  // a signal during the mount is taken once it answers, then unmounts
     mount = prepfs::Mount::start(*daemon, opts);
     if (!opts.metrics_addr.empty()) {
       metrics_http = std::make_unique<prepfs::MetricsHttpServer>(opts.metrics_addr,
@@ -180,7 +220,7 @@ int main(int argc, char** argv) {
     prepfs::init_logging(opts.log_level, prepfs::LogTarget::syslog);
   }
 
-  int sig = wait_for_signal(set);
+  int sig = stop_signals.wait();
   spdlog::info("{}: unmounting {}", strsignal(sig), opts.mountpoint);
   prepfs::sd_notify_stopping();
   metrics_http.reset();

@@ -253,3 +253,33 @@ def test_a_daemon_killed_as_its_mount_becomes_ready_exits(dirs):
     # answered, would count as "not stuck" without ever meeting the race.
     assert answered == 25, f"only {answered} of 25 mounts answered before the kill"
     assert stuck == 0, f"{stuck} of 25 daemons killed as their mount became ready did not exit"
+
+
+def test_a_stop_signal_while_starting_ends_it_at_once(tmp_path):
+    """A stop signal while the daemon starts (a first scan of a large source takes minutes) was
+    left pending until the mount was up: Ctrl-C did nothing, and `systemctl stop` waited for its
+    SIGKILL. Nothing is mounted yet, so the process now ends at once, saying so."""
+    src, slow, mnt = tmp_path / "src", tmp_path / "slow", tmp_path / "mnt"
+    for d in (src, slow, mnt):
+        d.mkdir()
+    for i in range(400):
+        (src / f"f{i:03d}").write_text("x")
+    # 50 ms per metadata request: the scan's 400 stats take about 20 s.
+    with SlowFs(src, slow, "--meta-latency-ms", "50"):
+        proc = subprocess.Popen([PREPFS_BIN, str(slow), str(mnt), "-f", "-o", f"ssd_dir={tmp_path}/ssd"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1)
+            assert proc.poll() is None, proc.communicate()
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "while starting: stopped before anything was mounted" in err, err
+    assert took < 10, f"the signal waited {took:.1f} s: for the scan to end"
+    assert not is_mounted(str(mnt))
