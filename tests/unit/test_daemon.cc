@@ -1163,25 +1163,37 @@ TEST(FileRevalidator, AnOverlappingRevalidationNeverInstallsTheOlderStat) {
 // A pipeline whose images would pass max_pixels is refused (EIO) before any work: from the JPEG
 // it was, but a render from cached decoded pixels went ahead, so the same augmented/ file was EIO
 // or bytes by what the cache held, and the limit no longer bounded that render's memory.
+// A 100x100 JPEG in memory as the sample "a.jpg", with the dimensions the index gives it, and
+// the fetch a render reads its bytes through.
+struct JpegSample {
+  std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(100, 100, 3, 1), 100, 100, 3);
+  Sample s;
+  explicit JpegSample(ImageDims indexed) {
+    s.node = 1;
+    s.path = "a.jpg";
+    s.version = FileVersion{jpeg.size(), 1};
+    s.dims = indexed;
+    s.is_sample = true;
+  }
+  Renderer::FetchJpeg fetch() const {
+    return [this] {
+      JpegBytes b;
+      b.owned = jpeg;
+      b.bytes = b.owned;
+      return b;
+    };
+  }
+};
+
 TEST(Renderer, APipelinePastMaxPixelsIsRefusedFromPixelsToo) {
   RenderCounters counters;
   RenderConfig rc;
   rc.shapes.spec = transform::PipelineSpec::parse("resize(120)");
   rc.shapes.max_pixels = 100 * 100;  // the source is exactly at the limit: a sample
   Renderer r(rc, counters);
-  const std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(100, 100, 3, 1), 100, 100, 3);
-  Sample s;
-  s.node = 1;
-  s.path = "a.jpg";
-  s.version = FileVersion{jpeg.size(), 1};
-  s.dims = ImageDims{100, 100};
-  s.is_sample = true;
-  auto fetch = [&] {
-    JpegBytes b;
-    b.owned = jpeg;
-    b.bytes = b.owned;
-    return b;
-  };
+  const JpegSample js(ImageDims{100, 100});
+  const Sample& s = js.s;
+  const Renderer::FetchJpeg fetch = js.fetch();
   auto render_errno = [&](const ChunkRef& pixels) {
     try {
       r.augmented(s, 0, pixels, fetch);
@@ -1202,26 +1214,14 @@ TEST(Renderer, AnyFailureInsideATransformIsCountedAndLogged) {
   RenderCounters counters;
   RenderConfig rc;
   Renderer r(rc, counters);
-  const std::vector<uint8_t> jpeg = xt::encode_jpeg(xt::synthetic_samples(100, 100, 3, 1), 100, 100, 3);
-  Sample s;
-  s.node = 1;
-  s.path = "a.jpg";
-  s.version = FileVersion{jpeg.size(), 1};
-  s.dims = ImageDims{50, 50};  // not the JPEG's
-  s.is_sample = true;
-  auto fetch = [&] {
-    JpegBytes b;
-    b.owned = jpeg;
-    b.bytes = b.owned;
-    return b;
-  };
+  const JpegSample js(ImageDims{50, 50});  // not the JPEG's
   std::ostringstream lines;
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(lines)));
   int err = 0;
   try {
-    r.decoded(s, fetch);
+    r.decoded(js.s, js.fetch());
   } catch (const Error& e) {
     err = e.err();
   }

@@ -374,19 +374,15 @@ TEST(JobFiles, EachUsersJobNamesAreTheirOwn) {
 // An importance is kept as a float: a value past FLT_MAX (1e300) did not convert (undefined
 // behaviour, +inf on x86). It is refused as a value out of range, and the sample keeps its own.
 TEST(JobFiles, AnImportanceAFloatCannotHoldIsRefused) {
-  test::TempDir d;
-  d.write("src/a.bin", "a");
-  PosixSource src(d / "src");
-  Tree tree = Tree::scan(src);
-  ImageNames names(tree, "ppm");
-  ViewPaths paths(tree, names);
-  SampleList samples(tree, SampleShapes{});
-  JobKnowledge k(tree.size());
-  const uint32_t a = *tree.lookup(Tree::kRoot, "a.bin");
+  OrderRig rig;
+  const ViewPaths& paths = rig.paths;
+  JobKnowledge& k = rig.knowledge;
+  SampleList samples(rig.tree, SampleShapes{});
+  const uint32_t a = *rig.tree.lookup(Tree::kRoot, "x");
   auto session = open_importance_session(k, samples, paths);
-  session->write("raw/a.bin 2.5\n");
+  session->write("raw/x 2.5\n");
   EXPECT_EQ(k.importance(a), 2.5);
-  for (const char* bad : {"raw/a.bin 1e300\n", "raw/a.bin 3.5e38\n", "raw/a.bin inf\n", "raw/a.bin -1\n"}) {
+  for (const char* bad : {"raw/x 1e300\n", "raw/x 3.5e38\n", "raw/x inf\n", "raw/x -1\n"}) {
     auto s2 = open_importance_session(k, samples, paths);
     try {
       s2->write(bad);
@@ -397,9 +393,9 @@ TEST(JobFiles, AnImportanceAFloatCannotHoldIsRefused) {
   }
   EXPECT_EQ(k.importance(a), 2.5);
   // A write with a bad line applies none of its lines.
-  EXPECT_THROW(open_importance_session(k, samples, paths)->write("raw/a.bin 7\nraw/a.bin 1e300\n"), Error);
+  EXPECT_THROW(open_importance_session(k, samples, paths)->write("raw/x 7\nraw/y 1e300\n"), Error);
   EXPECT_EQ(k.importance(a), 2.5);
-  session->write("raw/a.bin 3.4e38\n");  // FLT_MAX is 3.40282e38
+  session->write("raw/x 3.4e38\n");  // FLT_MAX is 3.40282e38
   EXPECT_EQ(k.importance(a), double(3.4e38f));
 }
 
