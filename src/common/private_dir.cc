@@ -1,6 +1,7 @@
 #include "prepfs/common/private_dir.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "prepfs/common/error.h"
 
@@ -38,11 +40,23 @@ std::string canonical_path(int fd, const std::string& path) {
   return std::string(target, static_cast<size_t>(n));
 }
 
+// The daemon's own user-private group: its effective gid, with no member listed (a umask of 002,
+// as Fedora's default for such users, makes ~/.cache group-writable, by that group alone).
+bool own_private_group(gid_t gid) {
+  if (gid != getegid()) return false;
+  group gr{};
+  group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) != 0 || !found) return false;
+  return !found->gr_mem || !found->gr_mem[0];
+}
+
 // Every directory above fd (through "..", so the ones that hold it now, whatever path named it)
 // must be one only root or the daemon's user can change: owned by one of them, and writable by
-// nobody else unless sticky (as /tmp: there nobody may rename another's entry). Else its owner
-// or group could move the checked directory away and put their own in its place, and the index
-// and the cache files, reached by path later, would be theirs.
+// nobody else (its group only if that is the daemon's own private group) unless sticky (as /tmp:
+// there nobody may rename another's entry). Else its owner or group could move the checked
+// directory away and put their own in its place, and the index and the cache files, reached by
+// path later, would be theirs.
 void check_ancestors(int fd, const std::string& canonical) {
   int cur = ::dup(fd);
   if (cur < 0) throw_errno(errno, "cannot check the directories above " + canonical);
@@ -66,7 +80,8 @@ void check_ancestors(int fd, const std::string& canonical) {
     above = slash == 0 || slash == std::string::npos ? "/" : above.substr(0, slash);  // the directory `up` is
     const uid_t me = geteuid();
     const bool owner_ok = up.st_uid == 0 || up.st_uid == me;
-    const bool open_to_others = (up.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(up.st_mode & S_ISVTX);
+    const bool group_may_write = (up.st_mode & S_IWGRP) && !own_private_group(up.st_gid);
+    const bool open_to_others = (group_may_write || (up.st_mode & S_IWOTH)) && !(up.st_mode & S_ISVTX);
     if (!owner_ok || open_to_others) {
       ::close(parent);
       char mode[8];

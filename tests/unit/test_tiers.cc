@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -436,6 +437,22 @@ TEST(PrivateDir, EveryDirectoryAboveTheCacheIsTheDaemonsOrRootsAndClosedToOthers
   EXPECT_NE(refusal(dir / "link/cache"), "") << "a symlink hid the open directory above";
   std::filesystem::create_symlink(sticky, dir / "tolink");
   EXPECT_EQ(PrivateDir::open_path(dir / "tolink/cache").path(), sticky + "/cache");
+  // Writable by its group: refused, unless that group is the daemon's own and lists nobody (a
+  // user-private group, as umask 002 leaves ~/.cache on Fedora).
+  if (geteuid() == 0) {  // (giving a directory to another group needs root)
+    const std::string group_of_others = dir / "group_of_others";
+    ASSERT_EQ(::mkdir(group_of_others.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(group_of_others.c_str(), 0, 4242), 0);
+    ASSERT_EQ(::chmod(group_of_others.c_str(), 0770), 0);
+    EXPECT_NE(refusal(group_of_others + "/cache"), "");
+  }
+  const group* own = getgrgid(getegid());
+  if (own && (!own->gr_mem || !own->gr_mem[0])) {
+    const std::string group_of_mine = dir / "group_of_mine";
+    ASSERT_EQ(::mkdir(group_of_mine.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(group_of_mine.c_str(), 0770), 0);
+    EXPECT_EQ(refusal(group_of_mine + "/cache"), "") << "the daemon's own private group";
+  }
   if (geteuid() == 0) {  // a directory above owned by another user
     const std::string theirs = dir / "theirs";
     ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
