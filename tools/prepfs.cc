@@ -49,6 +49,8 @@ std::string options_help() {
 // can take minutes) nothing is mounted: a stop signal ends the process at once, saying so; they
 // were left pending until the mount was up, so Ctrl-C did nothing and `systemctl stop` waited
 // for its SIGKILL. From started() on, the signal is the main thread's, which unmounts cleanly.
+// Every log line is the main thread's once it has started: it replaces the logger (syslog in
+// the background), which a line from this thread meanwhile could use after it was freed.
 class StopSignals {
  public:
   explicit StopSignals(const sigset_t& set) : set_(set) {
@@ -59,10 +61,15 @@ class StopSignals {
     std::lock_guard lock(mu_);
     started_ = true;
   }
+  // The stop signal that came, once one has; SIGHUPs meanwhile are logged.
   int wait() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return sig_ != 0; });
-    return sig_;
+    for (;;) {
+      cv_.wait(lock, [&] { return sig_ != 0 || hups_ > 0; });
+      if (sig_ != 0) return sig_;
+      hups_ = 0;
+      spdlog::info("SIGHUP: nothing to reload");
+    }
   }
 
  private:
@@ -70,14 +77,24 @@ class StopSignals {
     for (;;) {
       int sig = 0;
       if (sigwait(&set_, &sig) != 0) continue;
+      std::lock_guard lock(mu_);
       if (sig == SIGHUP) {
-        spdlog::info("SIGHUP: nothing to reload");
+        if (!started_) spdlog::info("SIGHUP: nothing to reload");
+        hups_ += started_;
+        cv_.notify_all();
         continue;
       }
-      std::lock_guard lock(mu_);
       if (!started_) {
         spdlog::error("{} while starting: stopped before anything was mounted", strsignal(sig));
-        std::_Exit(128 + sig);  // as a shell reports a process a signal ended
+        // Ended by the signal itself, as systemd expects of a stop (an exit status would mark
+        // the unit failed, and Restart=on-failure would start it again after a plain kill).
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+        raise(sig);
+        std::_Exit(128 + sig);  // not reached
       }
       sig_ = sig;
       cv_.notify_all();
@@ -90,6 +107,7 @@ class StopSignals {
   std::condition_variable cv_;
   bool started_ = false;
   int sig_ = 0;
+  unsigned hups_ = 0;
 };
 
 }  // namespace
