@@ -283,3 +283,14 @@ def test_a_stop_signal_while_starting_ends_it_at_once(tmp_path):
     assert "while starting: stopped before anything was mounted" in err, err
     assert took < 10, f"the signal waited {took:.1f} s: for the scan to end"
     assert not is_mounted(str(mnt))
+
+
+def test_sighup_is_logged_and_changes_nothing(dirs):
+    """SIGHUP has nothing to reload: it is logged (by the main thread, which owns the logger once
+    the mount is up) and the mount goes on serving."""
+    with Prepfs(dirs / "src", dirs / "mnt", dirs / "ssd") as fs:
+        fs.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: nothing to reload" in fs.log_text(), timeout=10, what="the SIGHUP's log line")
+        assert fs.proc.poll() is None
+        with open(fs.raw("x")) as f:
+            assert f.read() == "x"
