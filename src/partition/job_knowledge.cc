@@ -40,6 +40,11 @@ struct JobKnowledge::Job {
   // it needs, so that all of one epoch's needs rank alike and recency orders them.
   uint64_t needed_since = 0;
   uint64_t consumed_count = 0;
+  // What JobAhead::activity reports: each read of the job's that reaches the daemon, and a
+  // publish after the job has read since its last such publish (the next epoch's order, after a
+  // pause longer than prefetch_idle: validation), never one by a job that does not read.
+  uint64_t activity = 0;
+  uint64_t consumed_at_publish = 0;
   // Published and not consumed (nor dropped): kept as it changes, since stats and metrics ask
   // for it on every render (a stat of .prepfs/stats renders it), and counting it walked up to
   // four epochs per job under the lock every read waits for.
@@ -155,6 +160,10 @@ void JobKnowledge::publish(const std::string& name, const std::vector<Access>& a
     // kernel's page cache answers (never seen here), would otherwise grow for ever.
     uint64_t dropped = 0;
     for (; j.end() - j.cursor > max_pending(); dropped++) j.drop_oldest();
+    if (j.consumed_count != j.consumed_at_publish) {
+      j.activity++;
+      j.consumed_at_publish = j.consumed_count;
+    }
     if (dropped > 0 && g_trim_log.allow())
       spdlog::warn("order: job '{}' had more than {} accesses not read yet (four epochs of this source); its "
                    "{} oldest are dropped. Write 'reset' before each epoch's order",
@@ -215,6 +224,7 @@ bool JobKnowledge::note_access(uint32_t node) {
     return false;
   }
   best->consume(node);
+  best->activity++;
   // A job that has read this far past a position never had its read of it seen: the kernel's
   // page cache answered it (a read of pages it holds never reaches the daemon). It counts as
   // done, so its sample does not rank as needed now for good and the job's pending accesses are
@@ -235,7 +245,7 @@ std::vector<JobAhead> JobKnowledge::upcoming(const std::map<std::string, uint64_
     // An opportunistic job's order is the set it still needs, not a sequence: fetching it ahead
     // would duplicate what another job is about to fetch for it.
     if (j->opportunistic) continue;
-    JobAhead v{name, j->cursor, j->consumed_count, {}};
+    JobAhead v{name, j->cursor, j->activity, {}};
     uint64_t p = j->cursor;
     if (auto f = from.find(name); f != from.end()) p = std::max(p, f->second);
     // Per (node, form) seen: its pending accesses before the next one. Only the same form's count

@@ -724,6 +724,25 @@ TEST(Prefetcher, AJobThatPublishesButNeverReadsIsIdleAllTheSame) {
   EXPECT_TRUE(got) << "the publishing job held the window from the reading one";
 }
 
+// Publishing counts as activity once the job has read since: a job that reads its epoch, pauses
+// past prefetch_idle (validation, whose reads are not in its order) and publishes the next epoch
+// gets it fetched ahead at once, not only from its first read on.
+TEST(Prefetcher, AJobThatPublishesItsNextEpochAfterAPauseIsFetchedForAgain) {
+  PrefetchRig rig(20, 0, "prefetch_window=350K,prefetch_threads=2,prefetch_idle=1");  // no RAM: as above
+  auto order = [](int first) {
+    std::string text = "job t\n";
+    for (int i = first; i < first + 3; i++) text += "raw/" + PrefetchRig::name(i) + "\n";
+    return text;
+  };
+  write_control(*rig.d, "order", order(0));
+  ASSERT_TRUE(rig.wait_until([&] { return rig.prefetched() == 3; })) << rig.prefetched();
+  for (int i = 0; i < 3; i++) EXPECT_EQ(rig.read(i), test::pattern(PrefetchRig::kSize, i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // the pause, past prefetch_idle
+  write_control(*rig.d, "order", order(10));
+  EXPECT_TRUE(rig.wait_until([&] { return rig.prefetched() == 6; }))
+      << "the next epoch waited for the job's first read: " << rig.prefetched();
+}
+
 // A read the kernel's page cache answers never reaches the daemon: its position stays unconsumed,
 // and the job's cursor stops there until the next reset. The window's charges went only as the
 // cursor passed them, so every later read left its charge behind and prefetching stopped after

@@ -43,8 +43,10 @@ struct JobAhead {
   std::string name;
   uint64_t cursor = 0;   // first unconsumed position
   // Grows whenever a read of the job's reaches the daemon (its cursor may not: a read the kernel's
-  // page cache answered before leaves its position unconsumed). Not when it publishes: a job that
-  // only publishes, never reading, would never count as idle and would keep the prefetch window.
+  // page cache answered before leaves its position unconsumed), and when it publishes after it
+  // has read since its last publish that counted (the next epoch after a pause). Not at every
+  // publish: a job that only publishes, never reading, would never count as idle and would keep
+  // the prefetch window.
   uint64_t activity = 0;
   std::vector<Next> ahead;
 };
