@@ -64,6 +64,15 @@ std::optional<uint32_t> find_path(const Tree& t, const std::string& rel) {
   return cur;
 }
 
+// An index written before S3 versions had an identity (the ETag's hash; 0 then) names the same
+// object when size and mtime agree (mtime folds in 30 bits of that hash): its headers are kept
+// rather than read again for every object of the bucket after the upgrade.
+bool same_version(const FileVersion& indexed, const FileVersion& now) {
+  if (indexed.identity == 0 && now.identity != 0)
+    return indexed.size == now.size && indexed.mtime_ns == now.mtime_ns;
+  return indexed == now;
+}
+
 }  // namespace
 
 void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* previous) {
@@ -75,7 +84,7 @@ void probe_images(Tree& tree, Source& source, unsigned threads, const Tree* prev
     if (previous && previous->all_dims().size() == previous->size()) {
       auto old = find_path(*previous, tree.path(id));
       if (old && S_ISREG(previous->mode(*old)) && previous->dims(*old).known() &&
-          previous->version(*old) == tree.version(id)) {
+          same_version(previous->version(*old), tree.version(id))) {
         dims[id] = previous->dims(*old);
         reused++;
         continue;
