@@ -158,7 +158,10 @@ TEST(MetricsHttpServer, ServesWithOverAThousandDescriptorsOpen) {
   lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, 1200);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
   std::vector<int> held;
-  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fd < 1030;) held.push_back(fd);
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+    held.push_back(fd);
+    if (fd >= 1030) break;
+  }
   std::string reply;
   try {
     MetricsHttpServer server("127.0.0.1:0", [] { return std::string("prepfs_up 1\n"); });
