@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "prepfs/common/error.h"
@@ -21,7 +20,8 @@ namespace prepfs {
 namespace {
 
 // The FUSE connection number of a mount is its device minor; the last entry for a mount point
-// is the one on top.
+// is the one on top. From the mount table, not stat() of the mount: nothing answers on it before
+// the loop starts. 0: not found.
 unsigned connection_id(const std::string& mountpoint) {
   unsigned id = 0;
   for (const MountEntry& m : read_mountinfo())
@@ -31,10 +31,10 @@ unsigned connection_id(const std::string& mountpoint) {
 
 // The connection abort switch lives in fusectl, which is not always mounted.
 void ensure_fusectl() {
-  if (access("/sys/fs/fuse/connections", F_OK) != 0) return;
+  if (access(kFusectlRoot, F_OK) != 0) return;
   struct stat a, b;
-  if (::stat("/sys/fs/fuse/connections", &a) == 0 && ::stat("/sys/fs/fuse", &b) == 0 && a.st_dev == b.st_dev)
-    ::mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, nullptr);
+  if (::stat(kFusectlRoot, &a) == 0 && ::stat("/sys/fs/fuse", &b) == 0 && a.st_dev == b.st_dev)
+    ::mount("fusectl", kFusectlRoot, "fusectl", 0, nullptr);
 }
 
 std::string escape_option(std::string s) {
@@ -76,10 +76,10 @@ void FuseSession::mount() {
     throw Error(EIO,
                 "cannot mount " + cfg_.mountpoint + " (is /dev/fuse available, and are you root or in group fuse?)");
   mounted_ = true;
-  conn_id_ = connection_id(cfg_.mountpoint);  // not stat(): nothing answers on the mount yet
   // Mounted now, not at stop: otherwise the grace period in stop() would watch a directory that
   // does not exist yet, end at once, and abort a connection that was about to close by itself.
   ensure_fusectl();
+  if (unsigned id = connection_id(cfg_.mountpoint)) connection_ = FuseConnection::hold(id);
   if (cfg_.invalidations) notifier_ = std::thread([this] { notify_loop(); });
 }
 
@@ -112,13 +112,13 @@ void FuseSession::stop() {
   mounted_ = false;
   if (!loop_.joinable()) return;
   // Workers leave their read() once the kernel ends the connection. If a user still holds a
-  // file open, the connection would outlive us: abort it after a grace period.
-  std::string conn_dir = "/sys/fs/fuse/connections/" + std::to_string(conn_id_);
+  // file open, the connection would outlive us: abort it after a grace period. Through the
+  // connection held since the mount: by now its number may be another mount's.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (access(conn_dir.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline)
+  while (connection_.alive() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (access(conn_dir.c_str(), F_OK) == 0) {
-    std::ofstream(conn_dir + "/abort") << "1";
+  if (connection_.alive()) {
+    connection_.abort();
     spdlog::warn("{} was still in use; aborted its FUSE connection", cfg_.mountpoint);
   }
   loop_.join();

@@ -1,15 +1,25 @@
-// The thin FUSE adaptor's own decisions, without a mount: the errno a reply carries, and what the
-// session answers OPEN and OPENDIR with for the kernel it talks to.
+// The thin FUSE adaptor's own decisions: the errno a reply carries, what the session answers OPEN
+// and OPENDIR with for the kernel it talks to, and (with real mounts) that a stop aborts its own
+// connection and never another's.
 #include <fuse_lowlevel.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <new>
 #include <stdexcept>
 
 #include "prepfs/common/error.h"
 #include "prepfs/daemon/daemon.h"
+#include "prepfs/common/mountinfo.h"
 #include "prepfs/fuse/errno_map.h"
+#include "prepfs/fuse/fuse_connection.h"
 #include "prepfs/fuse/session.h"
 #include "temp_dir.h"
 
@@ -56,6 +66,94 @@ TEST(FuseSession, OpensAreSkippedOnlyWhereTheKernelSupportsIt) {
   a.kernel_capable(FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT);
   EXPECT_FALSE(a.skips_open());
   EXPECT_FALSE(a.skips_opendir());
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// fusectl stand-in: a connection's number is reused by the next mount once it ends, so a
+// directory of the same name may be a successor's. The held connection is neither alive nor
+// aborted through it.
+TEST(FuseConnection, ASuccessorAtTheSameNumberIsNeitherAliveNorAborted) {
+  test::TempDir root;
+  root.write("7/abort", "");
+  FuseConnection ours = FuseConnection::hold(7, root.path());
+  ASSERT_TRUE(ours.held());
+  EXPECT_TRUE(ours.alive());
+
+  std::filesystem::remove_all(root / "7");  // ours ends ...
+  EXPECT_FALSE(ours.alive());
+  root.write("7/abort", "");  // ... and the next mount gets number 7
+  EXPECT_FALSE(ours.alive()) << "another connection's directory taken for ours";
+  EXPECT_TRUE(ours.abort());
+  EXPECT_EQ(contents(root / "7/abort"), "") << "the successor was aborted";
+}
+
+TEST(FuseConnection, WithoutItsEntryNothingIsHeldOrAborted) {
+  test::TempDir root;
+  FuseConnection none = FuseConnection::hold(9, root.path());
+  EXPECT_FALSE(none.held());
+  EXPECT_FALSE(none.alive());
+  EXPECT_FALSE(none.abort());
+}
+
+unsigned minor_of(const std::string& mountpoint) {
+  unsigned id = 0;
+  for (const MountEntry& m : read_mountinfo())
+    if (m.mount_point == mountpoint) id = m.minor;
+  return id;
+}
+
+// The same with real mounts: a mount that ended is not alive, and aborting through its held
+// entry leaves the mount that took its number (the kernel hands out the lowest free one)
+// serving.
+TEST(FuseConnection, AbortingAnEndedConnectionLeavesItsSuccessorServing) {
+  if (access("/dev/fuse", R_OK | W_OK) != 0 || access(kFusectlRoot, F_OK) != 0) GTEST_FAIL() << "needs /dev/fuse and fusectl";
+  test::TempDir dir;
+  dir.write("src/x", "x");
+  Options o;
+  o.source = dir / "src";
+  o.mountpoint = dir / "mnt";
+  o.ssd_dir = dir / "cache";
+  o.ssd_bytes = 0;
+  o.log_level = "warn";
+  finalize_options(o);
+  Daemon d(o);
+  auto session_at = [&](const std::string& mnt) {
+    std::filesystem::create_directories(mnt);
+    SessionConfig c;
+    c.mountpoint = mnt;
+    c.skip_open = true;
+    auto s = std::make_unique<FuseSession>(d.main_fs(), c);
+    s->mount();
+    s->start();
+    return s;
+  };
+  auto first = session_at(dir / "first");
+  const unsigned number = minor_of(dir / "first");
+  ASSERT_NE(number, 0u);
+  FuseConnection ended = FuseConnection::hold(number);
+  ASSERT_TRUE(ended.alive());
+  first->stop();
+  EXPECT_FALSE(ended.alive());
+
+  // Mount until one takes the ended connection's number (at once, unless another test's mount
+  // took it first).
+  std::vector<std::unique_ptr<FuseSession>> later;
+  std::string successor;
+  for (int i = 0; i < 8 && successor.empty(); i++) {
+    const std::string mnt = dir / ("later" + std::to_string(i));
+    later.push_back(session_at(mnt));
+    if (minor_of(mnt) == number) successor = mnt;
+  }
+  ASSERT_FALSE(successor.empty()) << "no later mount took connection " << number;
+  EXPECT_FALSE(ended.alive()) << "the successor's entry taken for the ended connection";
+  ended.abort();
+  struct stat st;
+  EXPECT_EQ(::stat((successor + "/raw/x").c_str(), &st), 0) << "the successor was aborted: " << std::strerror(errno);
+  for (auto& s : later) s->stop();
 }
 
 }  // namespace

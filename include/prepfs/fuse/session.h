@@ -10,6 +10,7 @@
 #include "prepfs/common/stats.h"
 #include "prepfs/core/filesystem.h"
 #include "prepfs/core/invalidations.h"
+#include "prepfs/fuse/fuse_connection.h"
 
 struct fuse_session;
 
@@ -61,7 +62,7 @@ class FuseSession {
   SessionConfig cfg_;
   fuse_session* se_ = nullptr;
   bool mounted_ = false;
-  unsigned conn_id_ = 0;  // /sys/fs/fuse/connections/<id>, to abort a connection that will not die
+  FuseConnection connection_;  // to abort the connection a user still holds at stop
   std::thread loop_;
   std::atomic<bool> skip_open_{false}, skip_opendir_{false};  // set at INIT, before any other request
   std::atomic<bool> stopping_{false};  // set by stop(); otherwise an ended loop means umount(8)
