@@ -247,7 +247,26 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
     ::close(fd);
     return corrupt("its size is not the indexed one");
   }
+  // The header before the payload's allocation: an entry whose size was inflated before this
+  // mount indexed it (truncate -s, file-system damage) would otherwise cost its whole size in
+  // memory on every read, fail with ENOMEM, and never be dropped.
+  SsdEntryHeader h;
   const size_t payload = static_cast<size_t>(st.st_size) - sizeof(SsdEntryHeader);
+  try {
+    if (io::pread_full(fd, &h, sizeof h, 0) != sizeof h) {
+      ::close(fd);
+      return corrupt("short read");
+    }
+  } catch (const Error& e) {
+    ::close(fd);
+    return corrupt(e.what());
+  }
+  const char* bad_header = check_entry_header(key, h);
+  if (!bad_header && h.length != payload) bad_header = "length mismatch";
+  if (bad_header) {
+    ::close(fd);
+    return corrupt(bad_header);
+  }
   auto chunk = Chunk::allocate(payload, sizeof(SsdEntryHeader));
   size_t n;
   try {
@@ -259,8 +278,7 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   ::close(fd);
   const uint64_t io_ns = steady_ns() - t0;  // the device's part; the checks below are CPU
   if (n != static_cast<size_t>(st.st_size)) return corrupt("short read");
-  SsdEntryHeader h;
-  std::memcpy(&h, chunk->raw(), sizeof h);
+  std::memcpy(&h, chunk->raw(), sizeof h);  // checked again as read with the payload
   if (const char* why = check_entry(key, h, chunk->data(), payload)) return corrupt(why);
   bump(counters_.hits);
   bump(counters_.hit_bytes, payload);

@@ -190,6 +190,33 @@ TEST(SsdTier, AnEntryWhoseFileGrewIsRefusedWithoutReadingIt) {
   EXPECT_EQ(load(c.corrupt), 1u);
 }
 
+// The same before a restart: the restart indexes the entry at its grown size (it reads no
+// header), so the size check passes. The header is then read before the payload is allocated:
+// the read is a miss that drops the entry, not an allocation of 4 TiB (ENOMEM on every read).
+TEST(SsdTier, AnEntryThatGrewBeforeARestartIsRefusedBeforeItsSizeIsAllocated) {
+  test::TempDir dir;
+  const uint64_t budget = uint64_t(1) << 43;
+  {
+    TierCounters c;
+    SsdTier ssd(dir.path(), budget, make_policy("lru"), c);
+    ssd.put_async(key_for("x"), chunk_of(test::pattern(5000, 3)), Form::raw);
+    ssd.flush();
+    ASSERT_EQ(::truncate(ssd.path_of(key_for("x"), Form::raw).c_str(), off_t(1) << 42), 0);
+  }
+  TierCounters c;
+  SsdTier again(dir.path(), budget, make_policy("lru"), c);
+  ASSERT_EQ(again.stats().entries, 1u) << "the restart no longer indexes it: the test shows nothing";
+  ChunkRef got;
+  ASSERT_NO_THROW(got = again.get(key_for("x")));
+  EXPECT_FALSE(got);
+  EXPECT_EQ(load(c.corrupt), 1u);
+  EXPECT_EQ(again.stats().entries, 0u) << "the entry stays, and fails every read";
+  const std::string data = test::pattern(5000, 4);
+  ASSERT_TRUE(again.put_async(key_for("x"), chunk_of(data), Form::raw));
+  again.flush();
+  EXPECT_EQ(str(again.get(key_for("x"))), data);
+}
+
 // A short stray copy of an entry in another fan-out directory: the restart removes the stray and
 // keeps the entry. The stray was taken for the key's own file, and its removal as junk went to
 // the key's directory: the good file went, the stray stayed.
