@@ -30,20 +30,23 @@ void save_tree(const Tree& tree, Source& source, const std::string& path) {
   int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw_errno(errno, "write index " + tmp);
   // On disk before the rename, so that a crash leaves the old index or the new one, never a
-  // renamed file with no data (the checksum would refuse it, at the cost of a rescan).
+  // renamed file with no data (the checksum would refuse it, at the cost of a rescan). A failed
+  // save removes its temporary file: on a full disk (the likeliest failure) it would hold up to
+  // an index's size of the space that is short.
+  auto fail = [&](int err, const std::string& what) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw_errno(err, what);
+  };
   try {
     io::pwrite_full(fd, bytes.data(), bytes.size(), 0);
   } catch (const Error& e) {
-    ::close(fd);
-    throw_errno(e.err(), "write index " + tmp);
+    fail(e.err(), "write index " + tmp);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_errno(err, "write index " + tmp);
-  }
+  if (::fsync(fd) != 0) fail(errno, "write index " + tmp);
   ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(errno, "rename index " + path);
+  fd = -1;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(errno, "rename index " + path);
   // The marker goes only once the rename is durable: the other order could leave the old index
   // without its marker after a crash.
   // Some file systems cannot sync a directory (EINVAL): the index stands, only less durable.

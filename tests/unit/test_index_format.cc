@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <cerrno>
@@ -296,4 +297,15 @@ TEST(TreeStoreFile, ACycleInTheFileMeansARescan) {
   EXPECT_FALSE(again.from_index);
   EXPECT_EQ(again.tree.path(kCat2), "train/cat/2.jpg");
   EXPECT_TRUE(load_or_scan_tree(src, path).from_index);  // the rescan rewrote a good index
+}
+
+// A save that fails (here its rename: a directory stands where the index goes) leaves no
+// temporary file behind, which on a full disk would hold the space that is short.
+TEST(TreeStoreFile, AFailedSaveLeavesNoTemporaryFile) {
+  test::TempDir d;
+  SmallSource src;
+  TreeLoad scanned = load_or_scan_tree(src, d / "elsewhere.bin");
+  ASSERT_EQ(::mkdir((d / "index.bin").c_str(), 0700), 0);
+  EXPECT_THROW(save_tree(scanned.tree, src, d / "index.bin"), Error);
+  EXPECT_NE(::access((d / "index.bin.tmp").c_str(), F_OK), 0) << "the temporary file stayed";
 }
