@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -105,10 +106,16 @@ struct Client::Impl {
       t->started_body = true;
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &r.status);
       t->pos = 0;
-      if (r.status == 206) {
-        t->pos = q.want_off;
-        unsigned long long start = 0;
-        if (std::sscanf(r.content_range.c_str(), "bytes %llu-", &start) == 1) t->pos = start;
+      if (r.status == 206 && q.buf) {
+        // Placed by its own first byte, so it must say where that is, and cover what was asked:
+        // a reply starting past want_off would leave a hole, and one with no start (or a
+        // signed one that wraps) would put its bytes at offsets they are not.
+        ContentRange cr;
+        if (!parse_content_range(r.content_range, &cr) || cr.first > q.want_off) {
+          r.unusable_range = true;
+          return 0;  // stops the transfer
+        }
+        t->pos = cr.first;
       }
     }
     if (!q.buf || r.status < 200 || r.status >= 300) {
@@ -334,6 +341,28 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
     }
   }
   return out;
+}
+
+bool parse_content_range(std::string_view v, ContentRange* out) {
+  if (!v.starts_with("bytes ")) return false;
+  v.remove_prefix(6);
+  auto number = [&v](uint64_t* n) {
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *n);  // digits only: no sign
+    if (ec != std::errc() || end == v.data()) return false;
+    v.remove_prefix(static_cast<size_t>(end - v.data()));
+    return true;
+  };
+  ContentRange cr;
+  if (!number(&cr.first) || !v.starts_with('-')) return false;
+  v.remove_prefix(1);
+  if (!number(&cr.last) || !v.starts_with('/') || cr.first > cr.last) return false;
+  v.remove_prefix(1);
+  if (v != "*") {
+    if (!number(&cr.total) || !v.empty() || cr.last >= cr.total) return false;
+    cr.total_known = true;
+  }
+  *out = cr;
+  return true;
 }
 
 }  // namespace prepfs::http

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace prepfs::s3 {
 
@@ -13,6 +14,7 @@ const char* skip_reason_text(SkipReason r) {
     case SkipReason::long_name: return "a segment longer than 255 bytes";
     case SkipReason::nul_byte: return "a NUL byte";
     case SkipReason::shadowed_by_prefix: return "it is also a prefix of other keys (served as a directory)";
+    case SkipReason::huge_size: return "a size past 2^63 - 1 bytes (no file can be that large)";
     case SkipReason::kCount: break;
   }
   return "?";
@@ -47,6 +49,8 @@ void KeyTree::add(std::string_view key, uint64_t size, int64_t mtime_ns, uint64_
     if (path.empty()) return skip(SkipReason::empty_segment, key);
   }
   if (path.find('\0') != std::string_view::npos) return skip(SkipReason::nul_byte, key);
+  // st_size and every offset are signed 64-bit: a listing's larger Size would turn negative.
+  if (!marker && size > uint64_t(INT64_MAX)) return skip(SkipReason::huge_size, key);
   for (size_t start = 0;;) {
     size_t end = path.find('/', start);
     std::string_view seg = path.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);

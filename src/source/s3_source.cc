@@ -31,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 // in a row.
 constexpr size_t kMaxTokenBytes = 4096;
 constexpr uint64_t kMaxEmptyPages = 1000;
+constexpr size_t kKeysPerPage = 1000;  // ListObjectsV2's max-keys, and its default
 
 constexpr const char* kEmptyPayloadSha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -242,6 +243,10 @@ void S3Source::note_outage(const std::string& why) {
 }
 
 S3Source::Verdict S3Source::classify(const http::Response& r, const std::string& what) const {
+  if (r.unusable_range)
+    return {Outcome::fail, EIO,
+            "the server answered 206 with Content-Range '" + r.content_range.substr(0, 64) +
+                "', which does not place its bytes over the range asked for; nothing of it is used"};
   if (r.curl_code != CURLE_OK) {
     if (r.satisfied && r.curl_code == CURLE_WRITE_ERROR) return {Outcome::ok, 0, {}};
     std::string why = "cannot reach " + endpoint_ + ": " + r.curl_error;
@@ -320,12 +325,13 @@ void S3Source::scan(const Visitor& visit) {
   s3::KeyTree tree;
   std::string token;
   uint64_t objects = 0, pages = 0, foreign = 0, empty_run = 0;
-  std::unordered_set<std::string> seen_tokens;
+  std::unordered_set<uint64_t> seen_tokens;
   std::string last_key;  // ListObjectsV2 lists keys in ascending order, page after page
+  bool have_last = false;
   const std::string what = "listing " + source_;
   do {
     http::Request req;
-    req.url = list_url(url_.prefix, token, 1000);
+    req.url = list_url(url_.prefix, token, kKeysPerPage);
     req.headers = common_headers();
     std::vector<http::Response> r = execute({req}, what, cfg_.retry_seconds);
     s3::ListPage page;
@@ -340,9 +346,19 @@ void S3Source::scan(const Visitor& visit) {
     auto refuse = [&](const std::string& why) {
       throw Error(EIO, what + ": " + why + " after " + std::to_string(pages) + " pages; the listing is incomplete");
     };
-    if (!page.objects.empty() && page.objects.front().key <= last_key && pages > 1)
-      refuse("the server listed key '" + page.objects.front().key.substr(0, 64) + "' again or out of order");
-    if (!page.objects.empty()) last_key = page.objects.back().key;
+    // Every key, not just a page's first: a server that sends one page again and again with a
+    // fresh token (keys z, 0; then z, 0 ...) passes a check of the first key alone.
+    for (const s3::ObjectEntry& o : page.objects) {
+      if (have_last && o.key <= last_key)
+        refuse("the server listed key '" + o.key.substr(0, 64) + "' again or out of order");
+      last_key = o.key;
+      have_last = true;
+    }
+    // We ask for 1000 keys a page; a page of more (up to the 64 MiB body cap, a million keys)
+    // is not what was asked for.
+    if (page.objects.size() > kKeysPerPage)
+      refuse("the server sent " + std::to_string(page.objects.size()) + " keys in one page (asked for at most " +
+             std::to_string(kKeysPerPage) + ")");
     empty_run = page.objects.empty() ? empty_run + 1 : 0;
     if (page.truncated && empty_run >= kMaxEmptyPages)
       refuse("the server sent " + std::to_string(empty_run) + " empty pages in a row, each saying more follow");
@@ -357,8 +373,9 @@ void S3Source::scan(const Visitor& visit) {
       tree.add(std::string_view(o.key).substr(url_.prefix.size()), o.size,
                s3_version_mtime(o.last_modified_ns, o.etag), s3_version_identity(o.etag));
     }
-    // A server that hands out a token twice (A -> B -> A) would be listed forever.
-    if (page.truncated && !seen_tokens.insert(page.next_token).second)
+    // A server that hands out a token twice (A -> B -> A) would be listed forever. Their hashes
+    // are kept, not the tokens (up to 4 KiB each).
+    if (page.truncated && !seen_tokens.insert(XXH3_64bits(page.next_token.data(), page.next_token.size())).second)
       throw Error(EIO, what + ": the server repeated continuation token '" + page.next_token.substr(0, 64) +
                            "' after " + std::to_string(pages) + " pages (a cycle); the listing is incomplete");
     token = page.truncated ? page.next_token : "";
@@ -403,7 +420,11 @@ SourceStat S3Source::stat(const std::string& rel) {
   list.url = list_url(url_.prefix + rel + "/", "", 1);
   list.headers = common_headers();
   std::vector<http::Response> r = execute({list}, "listing " + source_ + "/" + rel, cfg_.retry_seconds);
-  if (!s3::parse_list_objects_v2(r[0].body).objects.empty()) return dir_stat();
+  // A key under it, not just any key: a gateway that ignores prefix= lists the whole bucket,
+  // and every missing name would pass for an empty directory.
+  const std::string under = url_.prefix + rel + "/";
+  for (const s3::ObjectEntry& o : s3::parse_list_objects_v2(r[0].body).objects)
+    if (o.key.compare(0, under.size(), under) == 0) return dir_stat();
   throw Error(ENOENT, "s3 object " + rel + " is gone");
 }
 
@@ -434,8 +455,8 @@ size_t S3Source::read(const std::string& rel, const FileVersion& expect, uint64_
       const http::Response& r = resps[i];
       uint64_t total = 0;
       if (r.status == 206) {
-        size_t slash = r.content_range.rfind('/');
-        total = slash == std::string::npos ? 0 : std::strtoull(r.content_range.c_str() + slash + 1, nullptr, 10);
+        http::ContentRange cr;  // checked when its body began (http_client.cc); 0 if it says "*"
+        if (http::parse_content_range(r.content_range, &cr) && cr.total_known) total = cr.total;
       } else {
         total = r.content_length >= 0 ? static_cast<uint64_t>(r.content_length) : 0;
       }

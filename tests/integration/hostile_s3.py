@@ -13,6 +13,12 @@ just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per ser
   far_head  once armed, HEADs of objects answer a Last-Modified in the year 9999, past what
            int64 nanoseconds hold
   no_etag  once armed, object GETs answer without an ETag (a proxy that strips it)
+  same_page  ListObjectsV2 sends one page again and again, its keys descending (z, then a), with a
+           new token each time: a check of each page's first key alone passes it
+  wide_page  ListObjectsV2 sends 1001 keys in its only page (it was asked for at most 1000)
+  huge_size  ListObjectsV2 lists a.bin as usual beside huge.bin, whose Size is 2^64 - 1
+  star_range  once armed, object GETs answer 206 with "Content-Range: bytes */1000", which does not
+           say where its bytes go
   folded_etag  once armed, object GETs answer other bytes of the same size under another ETag,
            FOLDED_ETAG, whose XXH3-64 agrees with the listed one's modulo 1e9 (the part of the
            hash folded into the version's mtime_ns) but not beyond
@@ -29,10 +35,11 @@ LISTED_ETAG = "0123456789abcdef0123456789abcdef"
 FOLDED_ETAG = "fedcba9876543210cc7fdb1600000000"
 
 
-def page(keys, next_token=None):
+def page(keys, next_token=None, sizes=None):
+    sizes = sizes or {}
     contents = "".join(
         f"<Contents><Key>{k}</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>"
-        f"<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag><Size>{len(OBJECT)}</Size></Contents>"
+        f"<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag><Size>{sizes.get(k, len(OBJECT))}</Size></Contents>"
         for k in keys)
     token = f"<NextContinuationToken>{next_token}</NextContinuationToken>" if next_token else ""
     return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bucket</Name>'
@@ -71,6 +78,12 @@ class Handler(BaseHTTPRequestHandler):
             fresh = f"t{self.server.listings}"
             if fault == "same_keys":
                 return self.reply(200, page(["ds/again.bin"], fresh))
+            if fault == "same_page":
+                return self.reply(200, page(["ds/z.bin", "ds/a.bin"], fresh))
+            if fault == "wide_page":
+                return self.reply(200, page([f"ds/{i:04d}.bin" for i in range(1001)]))
+            if fault == "huge_size":
+                return self.reply(200, page(["ds/a.bin", "ds/huge.bin"], sizes={"ds/huge.bin": 2**64 - 1}))
             if fault == "empty_pages":
                 return self.reply(200, page([], fresh))
             if fault == "long_token":
@@ -78,6 +91,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, page(["ds/slow.bin"]))
         if fault == "no_etag" and self.server.armed:
             return self.reply(200, OBJECT)
+        if fault == "star_range" and self.server.armed:
+            return self.reply(206, b"y" * len(OBJECT), [("ETag", f'"{LISTED_ETAG}"'),
+                                                       ("Content-Range", f"bytes */{len(OBJECT)}")])
         if fault == "folded_etag" and self.server.armed:
             return self.reply(200, b"y" * len(OBJECT), [("ETag", f'"{FOLDED_ETAG}"')])
         if not self.server.armed or fault != "trickle":

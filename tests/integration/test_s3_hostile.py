@@ -75,10 +75,14 @@ def test_a_continuation_token_cycle_fails_the_listing(tmp_path):
 
 
 @pytest.mark.parametrize("fault,why", [("same_keys", "out of order"), ("empty_pages", "empty pages in a row"),
-                                       ("long_token", "continuation token of 1000000 bytes")])
+                                       ("long_token", "continuation token of 1000000 bytes"),
+                                       ("same_page", "out of order"),
+                                       ("wide_page", "1001 keys in one page")])
 def test_a_listing_that_never_ends_fails_the_mount_with_a_clear_error(tmp_path, fault, why):
     """Only a repeated token used to end a listing: a server handing out new tokens forever held
-    the mount, and grew its memory (every token kept, every page's keys), without end."""
+    the mount, and grew its memory (every token kept, every page's keys), without end. Then only
+    each page's first key was checked to rise, which a page sent again with its keys descending
+    passed; and a page could hold a million keys where a thousand were asked for."""
     with HostileS3(fault) as srv:
         res = mount_that_must_fail(srv, tmp_path, 60)
         assert why in res.stderr and "the listing is incomplete" in res.stderr, res.stderr
@@ -86,13 +90,15 @@ def test_a_listing_that_never_ends_fails_the_mount_with_a_clear_error(tmp_path, 
 
 
 @pytest.mark.parametrize("fault,why", [("no_etag", "answered without an ETag"),
-                                       ("folded_etag", "changed since it was listed")])
+                                       ("folded_etag", "changed since it was listed"),
+                                       ("star_range", "does not place its bytes")])
 def test_a_get_reply_that_does_not_prove_the_listed_version_is_refused(tmp_path, fault, why):
     """Without an ETag the bytes could be any version of the object of the same size; a read
     checked the size alone and served (and cached) them. Then a read compared the reply's ETag with
     the 30 bits of its hash folded into the version's mtime only: a same-size rewrite whose ETag
     agreed in those bits (one in a billion, or ground on purpose: an ETag is the MD5 of the bytes)
-    was served, and cached, as the listed version."""
+    was served, and cached, as the listed version. And a 206 whose Content-Range gave no start
+    ("bytes */N") was taken to start where the request did."""
     (tmp_path / "mnt").mkdir()
     with HostileS3(fault) as srv:
         opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=1"
@@ -122,3 +128,16 @@ def test_a_head_reply_without_a_version_keeps_the_version_the_mount_has(tmp_path
             with open(fs.raw("slow.bin"), "rb") as f:
                 assert f.read() == b"x" * 1000
             assert "its version is unknown" in fs.log_text()
+
+
+def test_a_listed_size_past_int64_is_skipped_with_a_warning(tmp_path):
+    """A Size of 2^64 - 1 was taken as is: st_size turned negative, and the offsets of reads with
+    it. The key is skipped (one warning) and the others are served."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("huge_size") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=1"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            assert sorted(os.listdir(os.path.join(fs.mnt, "raw"))) == ["a.bin"]
+            with open(fs.raw("a.bin"), "rb") as f:
+                assert f.read() == b"x" * 1000
+            assert "a size past 2^63 - 1 bytes" in fs.log_text()

@@ -244,3 +244,32 @@ TEST(Http, UriEncodingIsStrict) {
   EXPECT_EQ(http::uri_encode("a/b=", false), "a%2Fb%3D");
   EXPECT_EQ(http::uri_encode("\xc3\xbc", true), "%C3%BC");
 }
+
+// What a 206 says it carries places its bytes, so only the exact form counts: a signed first
+// byte wrapped around (bytes landed at other offsets), and "bytes */N" was taken to start where
+// the request did.
+TEST(Http, ContentRangeIsParsedStrictly) {
+  http::ContentRange cr;
+  ASSERT_TRUE(http::parse_content_range("bytes 100-199/1000", &cr));
+  EXPECT_EQ(cr.first, 100u);
+  EXPECT_EQ(cr.last, 199u);
+  EXPECT_TRUE(cr.total_known);
+  EXPECT_EQ(cr.total, 1000u);
+  ASSERT_TRUE(http::parse_content_range("bytes 0-9/*", &cr));
+  EXPECT_FALSE(cr.total_known);
+  for (const char* bad : {"bytes -100-899/1000", "bytes */1000", "bytes 5-4/10", "bytes 0-9/5", "bytes +1-9/10",
+                          "bytes 0-9/10x", "bytes 0-9", "items 0-9/10", "bytes 0-18446744073709551616/*", ""})
+    EXPECT_FALSE(http::parse_content_range(bad, &cr)) << bad;
+}
+
+TEST(S3Keys, ASizePastInt64IsSkipped) {
+  s3::KeyTree t;
+  t.add("a.bin", 10, 1);
+  t.add("huge.bin", uint64_t(INT64_MAX) + 1, 1);
+  t.add("max.bin", uint64_t(INT64_MAX), 1);
+  std::vector<s3::TreeEntry> e = t.finish();
+  ASSERT_EQ(e.size(), 3u);  // the root, a.bin and max.bin
+  EXPECT_EQ(e[1].path, "a.bin");
+  EXPECT_EQ(e[2].path, "max.bin");
+  EXPECT_EQ(t.skipped(s3::SkipReason::huge_size), 1u);
+}

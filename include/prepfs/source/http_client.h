@@ -44,6 +44,9 @@ struct Response {
   std::string body;        // without buf, or the (capped) body of an error status
   size_t received = 0;     // bytes placed into buf
   bool satisfied = false;  // a 200 reply was cut off once buf was full (not an error)
+  // A 206 into buf whose Content-Range does not place its bytes over the range asked for (none,
+  // unparsable, or starting past it): the transfer was stopped with nothing trusted.
+  bool unusable_range = false;
   std::string etag, content_range, last_modified, bucket_region;
   int64_t content_length = -1;
 };
@@ -66,6 +69,15 @@ class Client {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*"), digits only, FIRST <= LAST: what a 206 says it
+// carries. False for anything else ("bytes */N" belongs to a 416; a sign is never valid).
+struct ContentRange {
+  uint64_t first = 0, last = 0;
+  uint64_t total = 0;
+  bool total_known = false;  // false for "*"
+};
+bool parse_content_range(std::string_view value, ContentRange* out);
 
 // Percent-encoding for URL paths (keep_slash) and query values: everything but A-Z a-z 0-9 - _ . ~
 std::string uri_encode(std::string_view s, bool keep_slash);

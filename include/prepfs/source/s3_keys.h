@@ -20,7 +20,7 @@
 
 namespace prepfs::s3 {
 
-enum class SkipReason { empty_segment, dot_segment, long_name, nul_byte, shadowed_by_prefix, kCount };
+enum class SkipReason { empty_segment, dot_segment, long_name, nul_byte, shadowed_by_prefix, huge_size, kCount };
 const char* skip_reason_text(SkipReason r);
 
 struct TreeEntry {
