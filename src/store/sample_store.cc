@@ -314,15 +314,15 @@ uint64_t SampleStore::prefetch_entry(const Sample& s, const CacheKey& key, Form 
   return c->size();
 }
 
-bool SampleStore::stage_if_current(const Sample& s, const CacheKey& key, const ChunkRef& c, bool ahead) {
-  if (!(ahead ? jobs_.staging->put_ahead(key, c, s.node) : jobs_.staging->put(key, c, s.node))) return false;
+SampleStore::Staged SampleStore::stage_if_current(const Sample& s, const CacheKey& key, const ChunkRef& c, bool ahead) {
+  if (!(ahead ? jobs_.staging->put_ahead(key, c, s.node) : jobs_.staging->put(key, c, s.node))) return Staged::refused;
   // The file changed since s was resolved: the change dropped what was staged for it before this
   // put (or will drop it after); what this put staged under the old version's key would stay.
   if (tree_.file_state(s.node).version != s.version) {
     jobs_.staging->drop(key);
-    return false;
+    return Staged::dropped;
   }
-  return true;
+  return Staged::kept;
 }
 
 uint64_t SampleStore::prefetch(const Sample& s, Form form, bool may_transform) {
@@ -382,7 +382,11 @@ SampleStore::Early SampleStore::render_before_open(const Sample& s, uint32_t var
   if (!c) return {AheadOutcome::ready};  // its open is rendering it: nothing rendered here
   if (!made) return {AheadOutcome::ready};
   if (!upcoming()) return {AheadOutcome::late};  // its open came during the render (and joined it)
-  if (!stage_if_current(s, k, c, room == EarlyRoom::ahead)) return {AheadOutcome::wasted};
+  switch (stage_if_current(s, k, c, room == EarlyRoom::ahead)) {
+    case Staged::refused: return {AheadOutcome::wasted};
+    case Staged::dropped: return {AheadOutcome::rendered, 0};  // the drop counted it wasted, once
+    case Staged::kept: break;
+  }
   // An open between the check above and the put rendered its own: nobody will take this one.
   if (!upcoming()) {
     jobs_.staging->drop(k);

@@ -627,8 +627,13 @@ TEST(Daemon, WorkAheadForAFileThatChangedMeanwhileStagesNothing) {
   d.main_fs().lookup(walk(d.main_fs(), 1, "raw/cls"), "img0.jpg");  // revalidates (metadata_ttl=0)
   ResourceBudget::Hold slot = d.renderer().idle_slot();  // as RenderAhead holds one
   ASSERT_GT(slot.amount(), 0u);
-  d.store().render_ahead(s, 0, [] { return true; });  // the sample as resolved before the change
+  // The sample as resolved before the change.
+  const AheadOutcome outcome = d.store().render_ahead(s, 0, [] { return true; });
   EXPECT_EQ(d.staging().bytes(), 0u) << "the old version's variant was staged after the change";
+  // Wasted once: the staging counted it as it dropped the entry, and RenderAhead::render_one
+  // counts a `wasted` outcome again (used + late + wasted exceeded rendered).
+  EXPECT_EQ(load(d.render_ahead_counters().wasted), 1u);
+  EXPECT_NE(outcome, AheadOutcome::wasted) << "counted wasted twice";
 }
 
 // Work ahead renders a variant from staged pixels without taking them: their decoded/ read is

@@ -149,8 +149,10 @@ class SampleStore {
   ChunkRef staged_or(const CacheKey& key, TakenBy by, Make&& make);
   void note_if_late(const CacheKey& key);
   // Stages c under key (put_ahead: within the room for work ahead) unless s's file changed since s
-  // was resolved. False when it is not staged.
-  bool stage_if_current(const Sample& s, const CacheKey& key, const ChunkRef& c, bool ahead);
+  // was resolved. refused: no room, nothing staged (nothing counted); dropped: staged, then dropped
+  // for the change (the staging counted it wasted, so a caller must not count it again).
+  enum class Staged { kept, refused, dropped };
+  Staged stage_if_current(const Sample& s, const CacheKey& key, const ChunkRef& c, bool ahead);
   // The prefetcher's get_or_fill: where the placement keeps it, else staged.
   template <class Make>
   uint64_t prefetch_entry(const Sample& s, const CacheKey& key, Form form, Make&& make);
