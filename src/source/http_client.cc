@@ -282,12 +282,24 @@ std::vector<Response> Client::run(const std::vector<Request>& reqs) {
   if (reqs.empty()) return resps;
   Batch batch;
   std::vector<Transfer> ts(reqs.size());
-  for (size_t i = 0; i < reqs.size(); i++) {
-    ts[i].req = &reqs[i];
-    ts[i].resp = &resps[i];
-    ts[i].batch = &batch;
-    ts[i].easy = impl_->take_handle();
-    impl_->setup(ts[i]);
+  try {
+    for (size_t i = 0; i < reqs.size(); i++) {
+      ts[i].req = &reqs[i];
+      ts[i].resp = &resps[i];
+      ts[i].batch = &batch;
+      ts[i].easy = impl_->take_handle();
+      impl_->setup(ts[i]);
+    }
+  } catch (...) {
+    // Out of memory part way (curl_easy_init): the handles taken so far go back, or they and
+    // their header lists would leak for the daemon's life.
+    for (Transfer& t : ts) {
+      if (!t.easy) continue;
+      curl_slist_free_all(t.headers);
+      t.headers = nullptr;
+      impl_->give_handle(t.easy);
+    }
+    throw;
   }
   batch.remaining = reqs.size();
   {
