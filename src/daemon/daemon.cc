@@ -297,6 +297,10 @@ struct Daemon::Parts {
     } catch (const Error& e) {
       spdlog::warn("cannot persist the metadata index ({}); the next mount will read the headers again", e.what());
     }
+    // Reads go on while it saves (and the save removed any marker): a change one of them saw
+    // meanwhile marks what was just saved, not only at the next tick or stop, which a crash
+    // could forestall.
+    note_source_changes();
   }
 
   StatsSources stats_sources() const {
