@@ -12,7 +12,8 @@ build_pkgs=(build-essential meson ninja-build pkg-config
   libmemcached-dev)
 # clang-14 and libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes) build tests/fuzz.
 test_pkgs=(python3 python3-pytest python3-hypothesis python3-pil python3-numpy python3-torch python3-torchvision
-  attr groff-base python3-prometheus-client systemd curl clang-14 libclang-rt-14-dev iproute2 util-linux memcached)
+  attr groff-base python3-prometheus-client systemd curl clang-14 libclang-rt-14-dev iproute2 util-linux memcached
+  procps)  # pgrep and pkill (test_cli, test_service): not on a minimal image
 bench_pkgs=(python3-matplotlib s3fs rclone valgrind)
 
 pkgs=("${build_pkgs[@]}")
@@ -41,5 +42,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "prepfs: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+# A fresh VM may still be running apt (cloud-init, unattended-upgrades): wait for its lock rather
+# than fail at once.
+apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
