@@ -53,11 +53,14 @@ unsigned parse_count(std::string_view key, std::string_view value, unsigned lo, 
 
 // Options the mount(8)/fstab machinery passes that carry no meaning for prepfs.
 bool is_generic_mount_option(std::string_view key) {
-  static const char* generic[] = {"ro",     "rw",      "_netdev",  "nofail",   "noauto",
-                                  "auto",   "user",    "users",    "nouser",   "dev",
-                                  "nodev",  "suid",    "nosuid",   "exec",     "noexec",
-                                  "atime",  "noatime", "relatime", "defaults", "default_permissions",
-                                  "fsname", "subtype"};
+  // An fstab line copied from another file system's (noatime,nodiratime ...) must still mount.
+  static const char* generic[] = {"ro",          "rw",         "_netdev",  "nofail",    "noauto",   "auto",
+                                  "user",        "users",      "nouser",   "owner",     "group",    "dev",
+                                  "nodev",       "suid",       "nosuid",   "exec",      "noexec",   "atime",
+                                  "noatime",     "relatime",   "norelatime", "strictatime", "nostrictatime",
+                                  "diratime",    "nodiratime", "lazytime", "nolazytime", "sync",     "async",
+                                  "dirsync",     "mand",       "nomand",   "silent",    "loud",     "iversion",
+                                  "noiversion",  "defaults",   "default_permissions", "fsname",   "subtype"};
   for (const char* g : generic)
     if (key == g) return true;
   return key.starts_with("x-") || key == "comment";  // the key: "comment=..." is cut at its '='
@@ -66,6 +69,7 @@ bool is_generic_mount_option(std::string_view key) {
 }  // namespace
 
 bool is_boolean_option(std::string_view key) {
+  if (key == "s3_path_style") return true;  // a MODE (0, 1, auto) whose bare form means 1, as a BOOL's does
   for (const OptionDoc& d : option_docs())
     if (key == d.key) return std::string_view(d.value) == "BOOL";
   return false;
@@ -111,7 +115,9 @@ const std::vector<OptionDoc>& option_docs() {
        "let the kernel's page cache serve augmented/ files, a variant's repeat opens without a request (default 1)"},
       {"render_ahead", "BOOL",
        "after an open of augmented/, render that file's next variant while a cpu slot is idle (default 1)"},
-      {"metrics_addr", "HOST:PORT", "serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (default off)"},
+      {"metrics_addr", "ADDR:PORT",
+       "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics; ADDR is a numeric IPv4 or [IPv6] address "
+       "(default off)"},
       {"shared", "memcached://HOST:PORT,...",
        "a tier shared by every node between the node-local tiers and the source: memcached servers, reached by "
        "consistent hashing (default: none)"},
@@ -124,7 +130,7 @@ const std::vector<OptionDoc>& option_docs() {
        "auto (default: the plan decides) or raw, decoded, raw/decoded: the forms kept in the shared tier"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1)"},
-      {"s3_path_style", "BOOL",
+      {"s3_path_style", "MODE",
        "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint or a bucket name with dots"},
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},
@@ -222,7 +228,7 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
                 sums_ok(0) && (n == 3 || sums_ok(3));
       if (!ok)
         throw bad_value(key, value,
-                        "expected fixed:RAW,DEC,AUG (both tiers) or fixed:RAW,DEC,AUG,RAW,DEC,AUG "
+                        "expected fixed:RAW/DEC/AUG (both tiers) or fixed:RAW/DEC/AUG/RAW/DEC/AUG "
                         "(RAM, then SSD): percentages of a tier summing to at most 100");
       o.partition = v;
       for (int i = 0; i < 6; i++) o.partition_shares[i] = pct[n == 3 ? i % 3 : i] / 100.0;

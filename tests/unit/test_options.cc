@@ -182,7 +182,8 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                                : std::string(d.value) == "BOOL"                   ? "0"
                                : std::string(d.value) == "WHEN"                   ? "mount"
                                : std::string(d.value) == "SPEC"                   ? "resize(256);center_crop(224)"
-                               : std::string(d.value) == "HOST:PORT"              ? "127.0.0.1:9100"
+                               : std::string(d.value) == "ADDR:PORT"              ? "127.0.0.1:9100"
+                               : std::string(d.value) == "MODE"                   ? "auto"
                                : std::string(d.value) == "FORMS"                  ? "raw/decoded"
                                : std::string(d.value).starts_with("memcached://") ? "memcached://127.0.0.1:11211"
                                                                                   : "/x");
@@ -279,6 +280,12 @@ TEST(Options, FlagsGivenZeroStayOff) {
   EXPECT_TRUE(o.foreground);
   EXPECT_THROW(apply_option_list(o, "allow_other=no"), Error);
   apply_option_list(o, "comment=x-systemd.foo,x-gvfs-hide");  // mount(8)'s own, ignored
+  // An fstab line copied from another file system's: these failed the mount as unknown options.
+  EXPECT_NO_THROW(apply_option_list(o, "noatime,nodiratime,lazytime,sync,async,strictatime,dirsync"));
+  EXPECT_THROW(apply_option_list(o, "nodiratimes"), Error);  // still no typo passes
+  // s3_path_style is a mode, but bare it still means 1.
+  apply_option_list(o, "s3_path_style");
+  EXPECT_EQ(o.s3_path_style, "1");
 }
 
 // Seconds are finite and within reason: strtod takes "nan", "infinity" and 1e999, which passed
