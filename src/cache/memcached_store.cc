@@ -209,11 +209,19 @@ KvResult MemcachedStore::get(std::span<const std::string> keys, OnValue on_value
       }
     memcached_result_st result;
     memcached_result_create(m, &result);
-    while (memcached_fetch_result(m, &result, &rc)) {
-      const size_t i = index_of_key({memcached_result_key_value(&result), memcached_result_key_length(&result)});
-      if (i == keys.size()) continue;  // not asked for (never expected)
-      seen[i] = true;
-      on_value(i, {memcached_result_value(&result), memcached_result_length(&result)});
+    try {
+      while (memcached_fetch_result(m, &result, &rc)) {
+        const size_t i = index_of_key({memcached_result_key_value(&result), memcached_result_key_length(&result)});
+        if (i == keys.size()) continue;  // not asked for (never expected)
+        seen[i] = true;
+        on_value(i, {memcached_result_value(&result), memcached_result_length(&result)});
+      }
+    } catch (...) {
+      // The caller's callback threw (out of memory): the result's buffer is freed (it leaked),
+      // and the connections, with the answers not fetched yet, are dropped.
+      memcached_result_free(&result);
+      memcached_quit(m);
+      throw;
     }
     memcached_result_free(&result);
     // A server still owing its answer did not give it within the timeout (the fetch then ends as

@@ -15,7 +15,7 @@
 namespace prepfs {
 namespace {
 
-LogLimiter g_corrupt_log, g_timeout_log, g_publish_log;
+LogLimiter g_corrupt_log, g_timeout_log, g_publish_log, g_lookup_log;
 
 // Who holds a lease, for whoever looks at memcached by hand, and which of its fills: the holder
 // gives back only its own lease (remove_if), not one another node took once it expired.
@@ -177,13 +177,23 @@ SharedTier::Found SharedTier::lookup(const CacheKey& key, Form form, ChunkRef* o
   const uint64_t t0 = steady_ns();
   std::optional<ChunkRef> entry;
   bool leased = false, failed = false;
-  const KvResult r = store_->get(keys, [&](size_t i, std::span<const char> v) {
-    if (i == 1) {
-      leased = true;
-      return;
-    }
-    entry = assemble(key, form, v, &failed);
-  });
+  KvResult r;
+  try {
+    r = store_->get(keys, [&](size_t i, std::span<const char> v) {
+      if (i == 1) {
+        leased = true;
+        return;
+      }
+      entry = assemble(key, form, v, &failed);
+    });
+  } catch (const std::exception& e) {
+    // Out of memory in the client or in assembling a large entry: the shared tier failed this
+    // once, which sends the read to the source; it never becomes the reader's error.
+    if (g_lookup_log.allow())
+      spdlog::warn("shared tier: a {} lookup failed ({}); read from the source", form_name(form), e.what());
+    bump(pf.errors);
+    return Found::failed;
+  }
   const uint64_t ns = steady_ns() - t0;
   bump(counters_.gets);
   bump(counters_.get_ns, ns);

@@ -355,6 +355,25 @@ TEST(SharedTier, APublishThatThrowsStillServesTheFillAndGivesTheLeaseBack) {
   EXPECT_EQ(found, 0u) << "the lease outlived the fill";
 }
 
+// A lookup that throws (out of memory in the client, or assembling a large entry) is a failed
+// lookup: the read fills from the source. It used to reach the reader as an error.
+class ThrowingGets : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  KvResult get(std::span<const std::string>, OnValue) override { throw std::bad_alloc(); }
+};
+
+TEST(SharedTier, ALookupThatThrowsFillsFromTheSource) {
+  test::MemcachedServer a;
+  SharedTier n1(std::make_unique<ThrowingGets>(client({a.port()})));
+  n1.set_forms({true, true, true});
+  const ChunkRef c = bytes_chunk(1000, 12);
+  SharedTier::Result r{nullptr, false};
+  EXPECT_NO_THROW(r = n1.get_or_fill(key_of(12), Form::raw, [&] { return c; }));
+  EXPECT_TRUE(same(r.chunk, c));
+  EXPECT_GE(load(of(n1, Form::raw).errors), 1u);
+}
+
 TEST(MemcachedStore, RemoveIfRemovesOnlyTheValueItExpects) {
   test::MemcachedServer a;
   auto store = client({a.port()});
