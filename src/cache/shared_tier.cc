@@ -268,7 +268,10 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
     ChunkRef c;
     const Found found = lookup(key, form, &c);
     if (found == Found::entry) return hit(std::move(c));
-    if (found == Found::failed) return Result{fill(), false};  // the shared tier sits this one out
+    if (found == Found::failed) {  // the shared tier sits this one out; the fill is still ours
+      bump(pf.misses);
+      return Result{fill(), false};
+    }
     if (found == Found::nothing) {
       const std::string me = lease_value();
       const KvResult took = store_->add(lease, me, ttl_s);
@@ -295,6 +298,7 @@ SharedTier::Result SharedTier::get_or_fill(const CacheKey& key, Form form, Funct
       }
       if (took == KvResult::failed) {
         bump(pf.errors);
+        bump(pf.misses);
         return Result{fill(), false};
       }
       // refused: another node took it between our lookup and our add; wait for it below.

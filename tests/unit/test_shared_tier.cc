@@ -372,6 +372,7 @@ TEST(SharedTier, ALookupThatThrowsFillsFromTheSource) {
   EXPECT_NO_THROW(r = n1.get_or_fill(key_of(12), Form::raw, [&] { return c; }));
   EXPECT_TRUE(same(r.chunk, c));
   EXPECT_GE(load(of(n1, Form::raw).errors), 1u);
+  EXPECT_EQ(load(of(n1, Form::raw).misses), 1u) << "a fill here while the shared tier failed is a miss filled here";
 }
 
 TEST(MemcachedStore, RemoveIfRemovesOnlyTheValueItExpects) {
