@@ -35,6 +35,7 @@ else
 fi
 
 # A leak at exit of a daemon killed mid-request is not a bug worth failing on; a bad access is.
+# (The unit tests turn leak checks back on: tests/unit/meson.build.)
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
