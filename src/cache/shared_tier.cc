@@ -39,6 +39,7 @@ SharedTier::~SharedTier() {
   {
     std::lock_guard lock(queue_mutex_);
     stopping_ = true;
+    stop_deadline_ = std::chrono::steady_clock::now() + cfg_.stop_grace;
   }
   queue_cv_.notify_all();
   publisher_.join();
@@ -90,6 +91,7 @@ void SharedTier::publishing_loop() {
     publishing_ = true;
     in_flight_ = {p.key, p.form, p.chunk, {}, {}};
     const bool stopping = stopping_;
+    const bool past_grace = stopping && std::chrono::steady_clock::now() > stop_deadline_;
     const uint64_t cost = queue_cost(p);
     lock.unlock();
     // At shutdown only the leases go back: the others need not wait. Nor should they wait on a
@@ -102,7 +104,12 @@ void SharedTier::publishing_loop() {
         else
           publish(p.key, p.form, *p.chunk);
       }
-      if (!p.lease.empty()) store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
+      if (!p.lease.empty()) {
+        if (past_grace)
+          bump(counters_.publish_dropped);  // left to expire: the stop does not wait on a slow server
+        else
+          store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
+      }
     } catch (...) {  // out of memory: the lease expires; this thread must go on
       bump(counters_.errors_publishing);
     }

@@ -583,6 +583,39 @@ TEST(SharedTier, AnEntryQueuedPastHalfItsLeaseTtlIsDroppedAndItsLeaseGivenBack) 
   EXPECT_FALSE(lease_held()) << "the dropped entry kept its lease";
 }
 
+// At stop, lease returns still queued past stop_grace are left to expire: behind a slow server
+// each return is a call of up to shared_timeout, and the stop waited for every one queued.
+class GatedCountingStores : public GatedStores {
+ public:
+  using GatedStores::GatedStores;
+  KvResult remove_if(const std::string& key, std::span<const char> expected) override {
+    removes++;
+    return GatedStores::remove_if(key, expected);
+  }
+  std::atomic<int> removes{0};
+};
+
+TEST(SharedTier, AStopGivesBackQueuedLeasesOnlyWithinItsGrace) {
+  test::MemcachedServer a;
+  auto gated = std::make_unique<GatedCountingStores>(client({a.port()}));
+  GatedCountingStores* store = gated.get();
+  SharedTierConfig cfg;
+  cfg.stop_grace = 0ms;
+  auto n1 = std::make_unique<SharedTier>(std::move(gated), cfg);
+  n1->set_forms({true, true, true});
+  for (uint64_t k = 60; k < 65; k++) n1->get_or_fill(key_of(k), Form::raw, [&] { return bytes_chunk(1000, 60); });
+  ASSERT_TRUE(store->wait_for_a_set());  // entry 60 is being stored; four wait behind it
+  // The gate opens only once the stop has begun: entry 60, taken before it, gives its lease
+  // back; the four still queued are past the grace.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(200ms);
+    store->open();
+  });
+  n1.reset();
+  opener.join();
+  EXPECT_EQ(store->removes.load(), 1) << "the stop gave back leases past its grace";
+}
+
 // A re-read on the node whose publish is still queued (RAM let the entry go meanwhile) finds its
 // own lease: it is served from the queue instead of waiting for its own publish.
 TEST(SharedTier, AReReadOfAnEntryStillQueuedIsServedFromTheQueue) {

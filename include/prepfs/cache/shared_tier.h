@@ -50,6 +50,10 @@ struct SharedTierConfig {
   std::chrono::milliseconds max_poll{50};
   // Entries filled here and not yet stored for the others: at most this many bytes are held.
   uint64_t publish_queue_bytes = 64ull << 20;
+  // At stop, lease returns still queued are given back for this long; past it the rest are left
+  // to expire (a slow server, a call just under shared_timeout each, held the stop for as many
+  // calls as were queued: minutes).
+  std::chrono::milliseconds stop_grace{2000};
 };
 
 struct SharedCounters {
@@ -137,6 +141,7 @@ class SharedTier {
   bool publishing_ = false;  // the thread holds an entry taken off the queue
   Pending in_flight_;        // ... that one (its key, form and chunk)
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;  // set with stopping_
   std::thread publisher_;  // started in the constructor's body, once every member is built
 
   std::unique_ptr<KvStore> store_;
