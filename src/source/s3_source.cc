@@ -326,7 +326,8 @@ void S3Source::scan(const Visitor& visit) {
   std::string token;
   uint64_t objects = 0, pages = 0, foreign = 0, empty_run = 0;
   std::unordered_set<uint64_t> seen_tokens;
-  std::string last_key;  // ListObjectsV2 lists keys in ascending order, page after page
+  std::string last_key;     // ListObjectsV2 lists keys in ascending order, page after page
+  std::string highest_key;  // the highest listed so far
   bool have_last = false;
   const std::string what = "listing " + source_;
   do {
@@ -346,12 +347,22 @@ void S3Source::scan(const Visitor& visit) {
     auto refuse = [&](const std::string& why) {
       throw Error(EIO, what + ": " + why + " after " + std::to_string(pages) + " pages; the listing is incomplete");
     };
-    // Every key, not just a page's first: a server that sends one page again and again with a
-    // fresh token (keys z, 0; then z, 0 ...) passes a check of the first key alone.
-    for (const s3::ObjectEntry& o : page.objects) {
-      if (have_last && o.key <= last_key)
-        refuse("the server listed key '" + o.key.substr(0, 64) + "' again or out of order");
-      last_key = o.key;
+    // Each page must go on from the last (its first key above the last page's last), and reach
+    // past every key listed before it: a server that sends one page again and again with a fresh
+    // token (keys z, 0; then z, 0 ...) passed the first-key check alone. Within a page the order
+    // is not checked: s3rver lists a/b/x before a/b.
+    if (!page.objects.empty()) {
+      const std::string& first = page.objects.front().key;
+      const std::string& top =
+          std::max_element(page.objects.begin(), page.objects.end(), [](const auto& a, const auto& b) {
+            return a.key < b.key;
+          })->key;
+      if (have_last && first <= last_key)
+        refuse("the server listed key '" + first.substr(0, 64) + "' again or out of order");
+      if (have_last && top <= highest_key)
+        refuse("the server sent a page of keys listed before (up to '" + top.substr(0, 64) + "')");
+      last_key = page.objects.back().key;
+      if (!have_last || top > highest_key) highest_key = top;
       have_last = true;
     }
     // We ask for 1000 keys a page; a page of more (up to the 64 MiB body cap, a million keys)
