@@ -93,6 +93,9 @@ const std::vector<OptionDoc>& option_docs() {
        "lazy (default: read image headers while serving) or mount (read them all before the mount answers)"},
       {"metadata_ttl", "SECONDS", "revalidate a file's version (size, mtime, device, inode, ctime) after this long (default never)"},
       {"threads", "N", "maximum FUSE worker threads of the main and augmented/ sessions, each (default 64)"},
+      {"read_ahead", "SIZE",
+       "the kernel's read-ahead on the mount, up to 16M (default 1M; 0 leaves the kernel's 128K): fewer, larger "
+       "reads of decoded/ and augmented/ files; needs root"},
       {"log_level", "LEVEL", "trace, debug, info (default), warn, error or off"},
       {"partition", "PLAN",
        "auto (default: the model plans and re-plans) or fixed:RAW/DEC/AUG[/RAW/DEC/AUG]: percent of each tier (RAM, "
@@ -166,6 +169,10 @@ void apply_option(Options& o, std::string_view key, std::string_view value, bool
   };
   if (key == "ram")
     o.ram_bytes = size();
+  else if (key == "read_ahead") {
+    o.read_ahead_bytes = size();
+    if (o.read_ahead_bytes > (16u << 20)) throw bad_value(key, value, "expected at most 16M");
+  }
   else if (key == "ssd")
     o.ssd_bytes = size();
   else if (key == "ssd_dir") {

@@ -143,6 +143,7 @@ class ThreeSessions final : public Mount {
     main_cfg.debug = opts.debug_fuse;
     main_cfg.negative_timeout = opts.metadata_ttl < 0 ? 86400.0 : opts.metadata_ttl;
     main_cfg.reply_counters = &d.replies();
+    main_cfg.read_ahead_kb = opts.read_ahead_bytes / 1024;
     SessionConfig aug_cfg = main_cfg;  // the augmented session's replies are samples too
     main_cfg.invalidations = &d.invalidations();
     main_ = std::make_unique<FuseSession>(d.main_fs(), main_cfg);
@@ -165,6 +166,7 @@ class ThreeSessions final : public Mount {
     ctl_cfg.invalidations = nullptr;   // augmented/'s queue is its own
     ctl_cfg.negative_timeout = 0;
     ctl_cfg.read_only = false;  // its command files (evict) take writes; the rest answers EROFS
+    ctl_cfg.read_ahead_kb = 0;  // small files read whole
     control_ = std::make_unique<FuseSession>(d.control_fs(), ctl_cfg);
 
     main_->mount();
@@ -177,6 +179,10 @@ class ThreeSessions final : public Mount {
     // Ready means answering: a request that travels through the kernel to our workers.
     if (const int err = stat_answers_elsewhere(ctl_cfg.mountpoint + "/stats"))
       throw_errno(err, "the new mount at " + mountpoint + " does not answer");
+    // Both data sessions have answered (so taken INIT, which sets the read-ahead it agreed):
+    // raise it now. 1M instead of 128K: a 560 KB decoded/ file in 3 READs instead of 6.
+    if (stat_answers_elsewhere(aug_cfg.mountpoint) == 0) augmented_->apply_read_ahead();
+    main_->apply_read_ahead();
   }
 
   void stop() override {

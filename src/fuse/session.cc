@@ -1,5 +1,6 @@
 #include "prepfs/fuse/session.h"
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "prepfs/common/error.h"
@@ -19,14 +22,14 @@
 namespace prepfs {
 namespace {
 
-// The FUSE connection number of a mount is its device minor; the last entry for a mount point
+// A mount's device; its FUSE connection number is the minor. The last entry for a mount point
 // is the one on top. From the mount table, not stat() of the mount: nothing answers on it before
-// the loop starts. 0: not found.
-unsigned connection_id(const std::string& mountpoint) {
-  unsigned id = 0;
+// the loop starts. {0, 0}: not found.
+std::pair<unsigned, unsigned> device_of(const std::string& mountpoint) {
+  std::pair<unsigned, unsigned> dev{0, 0};
   for (const MountEntry& m : read_mountinfo())
-    if (m.mount_point == mountpoint) id = m.minor;
-  return id;
+    if (m.mount_point == mountpoint) dev = {m.major, m.minor};
+  return dev;
 }
 
 // The connection abort switch lives in fusectl, which is not always mounted.
@@ -79,7 +82,8 @@ void FuseSession::mount() {
   // Mounted now, not at stop: otherwise the grace period in stop() would watch a directory that
   // does not exist yet, end at once, and abort a connection that was about to close by itself.
   ensure_fusectl();
-  if (unsigned id = connection_id(cfg_.mountpoint)) connection_ = FuseConnection::hold(id);
+  std::tie(dev_major_, dev_minor_) = device_of(cfg_.mountpoint);
+  if (dev_minor_) connection_ = FuseConnection::hold(dev_minor_);
   if (cfg_.invalidations) notifier_ = std::thread([this] { notify_loop(); });
 }
 
@@ -98,6 +102,20 @@ void FuseSession::start() {
       ::kill(::getpid(), SIGTERM);
     }
   });
+}
+
+void FuseSession::apply_read_ahead() {
+  if (cfg_.read_ahead_kb == 0 || dev_minor_ == 0) return;
+  const std::string file =
+      "/sys/class/bdi/" + std::to_string(dev_major_) + ":" + std::to_string(dev_minor_) + "/read_ahead_kb";
+  const std::string value = std::to_string(cfg_.read_ahead_kb);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::write(fd, value.data(), value.size()) == ssize_t(value.size());
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok)
+    spdlog::info("{}: cannot set the read-ahead to {}K ({}: {}); the kernel's default stays", cfg_.mountpoint,
+                 cfg_.read_ahead_kb, file, std::strerror(err));
 }
 
 void FuseSession::stop() {

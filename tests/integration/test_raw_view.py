@@ -243,3 +243,21 @@ def test_no_eviction_policy_keeps_first_entries(env):
         assert read_all(fs.raw(), digests) == digests
         s = fs.stats()
         assert s["ram"]["evictions"] == 0 and s["ram"]["rejected"] > 0
+
+
+def read_ahead_kb(path):
+    dev = os.stat(path).st_dev
+    with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb") as f:
+        return int(f.read())
+
+
+@pytest.mark.parametrize("option,kb", [("", 1024), ("read_ahead=512K", 512)])
+def test_the_data_views_read_ahead_as_set(env, option, kb):
+    """The kernel reads a FUSE mount ahead 128K at a time, the size INIT agreed: a 560 KB
+    decoded/ file took 6 READs. The daemon raises its mounts' read-ahead (1M by default) once
+    they have answered INIT, for raw/ and decoded/ and for augmented/."""
+    tmp, src, _ = env
+    with Prepfs(src, tmp / "mnt", tmp / "ssd", option) as fs:
+        # Set once the mount answers, which the harness does not wait for.
+        for mnt in (fs.mnt, os.path.join(fs.mnt, "augmented")):
+            wait_for(lambda: read_ahead_kb(mnt) == kb, 10, f"read_ahead_kb {kb} on {mnt}")

@@ -171,7 +171,7 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
     Options o;
     std::string value = std::string(d.value).empty()
                             ? ""
-                            : (std::string(d.value) == "SIZE"                     ? "1G"
+                            : (std::string(d.value) == "SIZE"                     ? "16M"
                                : std::string(d.value) == "SECONDS"                ? "5"
                                : std::string(d.value) == "N"                      ? "8"
                                : std::string(d.value) == "N|auto"                 ? "auto"
@@ -286,6 +286,17 @@ TEST(Options, FlagsGivenZeroStayOff) {
   // s3_path_style is a mode, but bare it still means 1.
   apply_option_list(o, "s3_path_style");
   EXPECT_EQ(o.s3_path_style, "1");
+}
+
+TEST(Options, ReadAheadIsASizeUpTo16M) {
+  Options o;
+  EXPECT_EQ(o.read_ahead_bytes, 1u << 20);
+  apply_option_list(o, "read_ahead=0");
+  EXPECT_EQ(o.read_ahead_bytes, 0u);
+  apply_option_list(o, "read_ahead=16M");
+  EXPECT_EQ(o.read_ahead_bytes, 16u << 20);
+  EXPECT_THROW(apply_option_list(o, "read_ahead=17M"), Error);
+  EXPECT_THROW(apply_option_list(o, "read_ahead"), Error);
 }
 
 // Seconds are finite and within reason: strtod takes "nan", "infinity" and 1e999, which passed

@@ -26,6 +26,7 @@ struct Options {
 
   uint64_t ram_bytes = 1ull << 30;          // ram=       RAM tier budget
   uint64_t ssd_bytes = 10ull << 30;         // ssd=       SSD tier budget (0 disables the tier)
+  uint64_t read_ahead_bytes = 1ull << 20;   // read_ahead= the kernel's read-ahead of the mount (0: its default)
   std::string ssd_dir;                      // ssd_dir=   empty: /var/cache/prepfs (root) or ~/.cache/prepfs
   std::string eviction = "auto";            // eviction=  auto | lru | lfu | random | none | belady | importance
   uint64_t prefetch_window = 256ull << 20;  // prefetch_window= bytes ahead of published orders (0: off)

@@ -32,6 +32,7 @@ struct SessionConfig {
   ReplyCounters* reply_counters = nullptr;  // read replies are timed into it (owned by the daemon)
   Invalidations* invalidations = nullptr;   // inodes to drop from the kernel's caches (main tree)
   uint32_t uid = 0, gid = 0;                // the mounting user: owns entries without an owner
+  uint64_t read_ahead_kb = 0;               // the mount's read-ahead (its bdi's read_ahead_kb); 0: the kernel's
 };
 
 class FuseSession {
@@ -44,6 +45,10 @@ class FuseSession {
   void mount();  // throws Error with a clear message
   void start();  // serves requests on background threads
   void stop();   // unmounts and waits for the workers; safe to call twice
+  // Sets the mount's read-ahead to cfg.read_ahead_kb. Only once the session has answered a
+  // request: the kernel lowers it to what INIT agreed (128K) as it takes INIT's reply. Needs
+  // root (sysfs); otherwise logged, and the kernel's default stays.
+  void apply_read_ahead();
 
   // Used by the request handlers (C callbacks); not for other callers.
   Filesystem& fs() { return fs_; }
@@ -63,6 +68,7 @@ class FuseSession {
   fuse_session* se_ = nullptr;
   bool mounted_ = false;
   FuseConnection connection_;  // to abort the connection a user still holds at stop
+  unsigned dev_major_ = 0, dev_minor_ = 0;  // the mount's device: its bdi is /sys/class/bdi/MAJOR:MINOR
   std::thread loop_;
   std::atomic<bool> skip_open_{false}, skip_opendir_{false};  // set at INIT, before any other request
   std::atomic<bool> stopping_{false};  // set by stop(); otherwise an ended loop means umount(8)
