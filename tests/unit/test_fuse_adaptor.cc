@@ -34,11 +34,8 @@ TEST(ErrnoMap, ErrorsKeepTheirErrnoAndAnythingElseIsEioOrEnomem) {
   EXPECT_EQ(errno_of(std::runtime_error("x")), EIO);
 }
 
-// OPEN (and OPENDIR) answered ENOSYS means "stop sending these" only to a kernel that supports
-// it (Linux 4.20 for files, 5.1 for directories). An older kernel hands ENOSYS to the caller:
-// every open of the mount failed there.
-TEST(FuseSession, OpensAreSkippedOnlyWhereTheKernelSupportsIt) {
-  test::TempDir dir;
+// A daemon over one file in dir/src, with no SSD tier.
+Options daemon_options(const test::TempDir& dir) {
   dir.write("src/x", "x");
   Options o;
   o.source = dir / "src";
@@ -47,7 +44,15 @@ TEST(FuseSession, OpensAreSkippedOnlyWhereTheKernelSupportsIt) {
   o.ssd_bytes = 0;
   o.log_level = "warn";
   finalize_options(o);
-  Daemon d(o);
+  return o;
+}
+
+// OPEN (and OPENDIR) answered ENOSYS means "stop sending these" only to a kernel that supports
+// it (Linux 4.20 for files, 5.1 for directories). An older kernel hands ENOSYS to the caller:
+// every open of the mount failed there.
+TEST(FuseSession, OpensAreSkippedOnlyWhereTheKernelSupportsIt) {
+  test::TempDir dir;
+  Daemon d(daemon_options(dir));
   SessionConfig wants;
   wants.skip_open = true;
   FuseSession s(d.main_fs(), wants);
@@ -112,15 +117,7 @@ unsigned minor_of(const std::string& mountpoint) {
 TEST(FuseConnection, AbortingAnEndedConnectionLeavesItsSuccessorServing) {
   if (access("/dev/fuse", R_OK | W_OK) != 0 || access(kFusectlRoot, F_OK) != 0) GTEST_FAIL() << "needs /dev/fuse and fusectl";
   test::TempDir dir;
-  dir.write("src/x", "x");
-  Options o;
-  o.source = dir / "src";
-  o.mountpoint = dir / "mnt";
-  o.ssd_dir = dir / "cache";
-  o.ssd_bytes = 0;
-  o.log_level = "warn";
-  finalize_options(o);
-  Daemon d(o);
+  Daemon d(daemon_options(dir));
   auto session_at = [&](const std::string& mnt) {
     std::filesystem::create_directories(mnt);
     SessionConfig c;
