@@ -7,9 +7,10 @@ Reads each build's meson-logs/testlog.json. A meson test that runs gtest or pyte
 its cases (gtest's "[  PASSED  ] N tests." summary, pytest's "N passed, M skipped in Xs" line);
 any other meson test is one case. A meson test that failed without its runner reporting a failed
 case (a crash, a timeout, a non-zero exit after the summary) adds one failed case; a meson SKIP
-with no cases reported is one skipped case.
+with no skipped case reported is one skipped case.
 
-Prints "tests: N passed, N failed, N skipped (...)". Exits 1 when anything failed, and, under
+Prints "tests: N passed, N failed, N skipped" alone on its last line (what it counted over, and
+any skipped tests, on the lines before). Exits 1 when anything failed, and, under
 CI=true, when anything was skipped: the project's scripts install everything the tests need, so
 a skip on CI means something is missing.
 """

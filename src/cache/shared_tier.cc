@@ -105,9 +105,10 @@ void SharedTier::publishing_loop() {
           publish(p.key, p.form, *p.chunk);
       }
       if (!p.lease.empty()) {
-        if (past_grace)
-          bump(counters_.publish_dropped);  // left to expire: the stop does not wait on a slow server
-        else
+        if (past_grace) {
+          // Left to expire: the stop does not wait on a slow server. (Not a dropped publish: its
+          // entry, if any, counted as one above.)
+        } else
           store_->remove_if(shared_lease_key(p.key, p.form), p.lease);
       }
     } catch (...) {  // out of memory: the lease expires; this thread must go on

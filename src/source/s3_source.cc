@@ -366,8 +366,9 @@ void S3Source::scan(const Visitor& visit) {
       have_last = true;
     }
     // We ask for 1000 keys a page; a page of more (up to the 64 MiB body cap, a million keys)
-    // is not what was asked for.
-    if (page.objects.size() > kKeysPerPage)
+    // that says more follow is not what was asked for. A last page of more (a gateway that
+    // ignores max-keys and sends the whole bucket at once) ends the listing: it is served.
+    if (page.truncated && page.objects.size() > kKeysPerPage)
       refuse("the server sent " + std::to_string(page.objects.size()) + " keys in one page (asked for at most " +
              std::to_string(kKeysPerPage) + ")");
     empty_run = page.objects.empty() ? empty_run + 1 : 0;

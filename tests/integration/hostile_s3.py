@@ -15,7 +15,9 @@ just enough of ListObjectsV2 and ranged GETs for a mount, plus one fault per ser
   no_etag  once armed, object GETs answer without an ETag (a proxy that strips it)
   same_page  ListObjectsV2 sends one page again and again, its keys descending (z, then a), with a
            new token each time: a check of each page's first key alone passes it
-  wide_page  ListObjectsV2 sends 1001 keys in its only page (it was asked for at most 1000)
+  wide_page  ListObjectsV2 sends pages of 1001 keys (it was asked for at most 1000), each saying
+           more follow
+  whole_bucket  ListObjectsV2 ignores max-keys: 1001 keys in one page, the last
   huge_size  ListObjectsV2 lists a.bin as usual beside huge.bin, whose Size is 2^64 - 1
   star_range  once armed, object GETs answer 206 with "Content-Range: bytes */1000", which does not
            say where its bytes go
@@ -80,7 +82,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, page(["ds/again.bin"], fresh))
             if fault == "same_page":
                 return self.reply(200, page(["ds/z.bin", "ds/a.bin"], fresh))
-            if fault == "wide_page":
+            if fault == "wide_page":  # keys that rise, page after page: only the width gives it away
+                base = (self.server.listings - 1) * 1001
+                return self.reply(200, page([f"ds/{base + i:09d}.bin" for i in range(1001)], fresh))
+            if fault == "whole_bucket":
                 return self.reply(200, page([f"ds/{i:04d}.bin" for i in range(1001)]))
             if fault == "huge_size":
                 return self.reply(200, page(["ds/a.bin", "ds/huge.bin"], sizes={"ds/huge.bin": 2**64 - 1}))

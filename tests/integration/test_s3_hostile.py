@@ -141,3 +141,13 @@ def test_a_listed_size_past_int64_is_skipped_with_a_warning(tmp_path):
             with open(fs.raw("a.bin"), "rb") as f:
                 assert f.read() == b"x" * 1000
             assert "a size past 2^63 - 1 bytes" in fs.log_text()
+
+
+def test_a_gateway_that_ignores_max_keys_is_listed_whole(tmp_path):
+    """A page of more keys than asked for that says no more follow ends the listing: it is a
+    gateway that sends the whole bucket at once, not one that lists forever."""
+    (tmp_path / "mnt").mkdir()
+    with HostileS3("whole_bucket") as srv:
+        opts = f"s3_endpoint={srv.endpoint},s3_path_style=1,s3_timeout=2,s3_retry_time=1"
+        with Prepfs("s3://bucket/ds", tmp_path / "mnt", tmp_path / "ssd", opts) as fs:
+            assert len(os.listdir(os.path.join(fs.mnt, "raw"))) == 1001
