@@ -587,17 +587,22 @@ TEST(SharedTier, AnEntryQueuedPastHalfItsLeaseTtlIsDroppedAndItsLeaseGivenBack) 
 // each return is a call of up to shared_timeout, and the stop waited for every one queued.
 class GatedCountingStores : public GatedStores {
  public:
-  using GatedStores::GatedStores;
+  // removes: the test's own, which outlives the store (the tier owns and destroys it).
+  GatedCountingStores(std::unique_ptr<KvStore> inner, std::atomic<int>& removes)
+      : GatedStores(std::move(inner)), removes_(removes) {}
   KvResult remove_if(const std::string& key, std::span<const char> expected) override {
-    removes++;
+    removes_++;
     return GatedStores::remove_if(key, expected);
   }
-  std::atomic<int> removes{0};
+
+ private:
+  std::atomic<int>& removes_;
 };
 
 TEST(SharedTier, AStopGivesBackQueuedLeasesOnlyWithinItsGrace) {
   test::MemcachedServer a;
-  auto gated = std::make_unique<GatedCountingStores>(client({a.port()}));
+  std::atomic<int> removes{0};
+  auto gated = std::make_unique<GatedCountingStores>(client({a.port()}), removes);
   GatedCountingStores* store = gated.get();
   SharedTierConfig cfg;
   cfg.stop_grace = 0ms;
@@ -613,7 +618,7 @@ TEST(SharedTier, AStopGivesBackQueuedLeasesOnlyWithinItsGrace) {
   });
   n1.reset();
   opener.join();
-  EXPECT_EQ(store->removes.load(), 1) << "the stop gave back leases past its grace";
+  EXPECT_EQ(removes.load(), 1) << "the stop gave back leases past its grace";
 }
 
 // A re-read on the node whose publish is still queued (RAM let the entry go meanwhile) finds its
