@@ -252,33 +252,28 @@ ChunkRef SsdTier::get(const CacheKey& key, uint32_t sample) {
   // memory on every read, fail with ENOMEM, and never be dropped.
   SsdEntryHeader h;
   const size_t payload = static_cast<size_t>(st.st_size) - sizeof(SsdEntryHeader);
+  auto fail = [&](const char* why) {
+    ::close(fd);
+    return corrupt(why);
+  };
+  // Then the payload alone, after the header: each byte is read once.
+  ChunkRef chunk;
+  size_t n = 0;
   try {
-    if (io::pread_full(fd, &h, sizeof h, 0) != sizeof h) {
-      ::close(fd);
-      return corrupt("short read");
-    }
+    if (io::pread_full(fd, &h, sizeof h, 0) != sizeof h) return fail("short read");
+    const char* bad_header = check_entry_header(key, h);
+    if (!bad_header && h.length != payload) bad_header = "length mismatch";
+    if (bad_header) return fail(bad_header);
+    auto made = Chunk::allocate(payload, sizeof(SsdEntryHeader));
+    std::memcpy(made->raw(), &h, sizeof h);  // the header room holds what the file held
+    n = sizeof h + io::pread_full(fd, made->mutable_data(), payload, sizeof h);
+    chunk = std::move(made);
   } catch (const Error& e) {
-    ::close(fd);
-    return corrupt(e.what());
-  }
-  const char* bad_header = check_entry_header(key, h);
-  if (!bad_header && h.length != payload) bad_header = "length mismatch";
-  if (bad_header) {
-    ::close(fd);
-    return corrupt(bad_header);
-  }
-  auto chunk = Chunk::allocate(payload, sizeof(SsdEntryHeader));
-  size_t n;
-  try {
-    n = io::pread_full(fd, chunk->raw(), static_cast<size_t>(st.st_size), 0);
-  } catch (const Error& e) {
-    ::close(fd);
-    return corrupt(e.what());
+    return fail(e.what());
   }
   ::close(fd);
   const uint64_t io_ns = steady_ns() - t0;  // the device's part; the checks below are CPU
   if (n != static_cast<size_t>(st.st_size)) return corrupt("short read");
-  std::memcpy(&h, chunk->raw(), sizeof h);  // checked again as read with the payload
   if (const char* why = check_entry(key, h, chunk->data(), payload)) return corrupt(why);
   bump(counters_.hits);
   bump(counters_.hit_bytes, payload);
