@@ -69,9 +69,8 @@ bool is_generic_mount_option(std::string_view key) {
 }  // namespace
 
 bool is_boolean_option(std::string_view key) {
-  if (key == "s3_path_style") return true;  // a MODE (0, 1, auto) whose bare form means 1, as a BOOL's does
-  for (const OptionDoc& d : option_docs())
-    if (key == d.key) return std::string_view(d.value) == "BOOL";
+  for (const OptionDoc& d : option_docs())  // BOOL, or BOOL|auto (s3_path_style): bare means 1
+    if (key == d.key) return std::string_view(d.value).starts_with("BOOL");
   return false;
 }
 
@@ -133,7 +132,7 @@ const std::vector<OptionDoc>& option_docs() {
        "auto (default: the plan decides) or raw, decoded, raw/decoded: the forms kept in the shared tier"},
       {"s3_endpoint", "URL", "S3 endpoint of an s3:// source (default https://s3.REGION.amazonaws.com)"},
       {"s3_region", "REGION", "region requests are signed for (default $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1)"},
-      {"s3_path_style", "MODE",
+      {"s3_path_style", "BOOL|auto",
        "1: path-style URLs, 0: virtual-hosted, auto (default): path-style with s3_endpoint or a bucket name with dots"},
       {"s3_profile", "NAME", "profile of ~/.aws/credentials (default $AWS_PROFILE, else default)"},
       {"s3_connections", "N", "HTTP connections to the S3 endpoint (default 64)"},

@@ -183,7 +183,7 @@ TEST(Options, EveryDocumentedKeyIsAccepted) {
                                : std::string(d.value) == "WHEN"                   ? "mount"
                                : std::string(d.value) == "SPEC"                   ? "resize(256);center_crop(224)"
                                : std::string(d.value) == "ADDR:PORT"              ? "127.0.0.1:9100"
-                               : std::string(d.value) == "MODE"                   ? "auto"
+                               : std::string(d.value) == "BOOL|auto"              ? "auto"
                                : std::string(d.value) == "FORMS"                  ? "raw/decoded"
                                : std::string(d.value).starts_with("memcached://") ? "memcached://127.0.0.1:11211"
                                                                                   : "/x");
